@@ -1,0 +1,1 @@
+"""canonqnn: quantized models to one canonical int8 form for Apache TVM Relax."""

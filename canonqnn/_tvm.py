@@ -1,0 +1,261 @@
+"""The one place that touches TVM APIs that changed between releases.
+
+Written against apache-tvm 0.27 (Relax only): types are ``expr.ty`` (not ``struct_info``),
+constants are ``tvm.ir.expr.GenericConst`` read through ``.value``, TIR lives in ``tvm.tirx``.
+Everything else in canonqnn goes through these helpers, so a TVM upgrade edits this file only.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax, te, tirx, topi  # noqa: F401  (re-exported for op legalizations)
+
+Expr = relax.Expr
+Call = relax.Call
+Var = relax.Var
+BlockBuilder = relax.BlockBuilder
+
+
+# ---------------------------------------------------------------- types and constants
+def ty(expr: Any) -> Any:
+    """The Relax type of an expression (``TensorType``, ``TupleType``, ...)."""
+    return expr.ty
+
+
+def is_tensor(expr: Any) -> bool:
+    return isinstance(getattr(expr, "ty", None), relax.TensorType)
+
+
+def dtype_of(expr: Any) -> str:
+    return str(expr.ty.dtype)
+
+
+def shape_of(expr: Any) -> tuple[int, ...]:
+    """Static shape of a tensor expression; raises ``ValueError`` when it is symbolic."""
+    shape = expr.ty.shape
+    if shape is None:
+        raise ValueError("tensor has no known shape")
+    values = getattr(shape, "values", shape)
+    out = []
+    for dim in values:
+        if not isinstance(dim, tirx.IntImm):
+            raise ValueError(f"dimension {dim} is not static")
+        out.append(int(dim.value))
+    return tuple(out)
+
+
+def tensor_type(shape: Sequence[int], dtype: str) -> Any:
+    return relax.TensorType([int(d) for d in shape], dtype)
+
+
+def is_const(expr: Any) -> bool:
+    return isinstance(expr, tvm.ir.expr.GenericConst)
+
+
+def const_value(expr: Any) -> np.ndarray:
+    """The numpy value of a constant expression."""
+    return expr.value.numpy()
+
+
+def const(value: Any, dtype: str | None = None) -> Any:
+    arr = np.asarray(value, dtype=dtype) if dtype else np.asarray(value)
+    return relax.const(arr, str(arr.dtype))
+
+
+def make_attrs(**attrs: Any) -> Any:
+    return tvm.ir.make_node("ir.DictAttrs", **attrs)
+
+
+def attrs_dict(call: Any) -> dict[str, Any]:
+    """Attributes of a call as plain Python values (lists for arrays)."""
+    attrs = call.attrs
+    if attrs is None:
+        return {}
+    out: dict[str, Any] = {}
+    for key in attrs.keys():
+        out[str(key)] = _to_python(attrs[key])
+    return out
+
+
+def _to_python(value: Any) -> Any:
+    if isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tirx.IntImm,)):
+        return int(value.value)
+    if isinstance(value, (tirx.FloatImm,)):
+        return float(value.value)
+    if hasattr(value, "__len__") and not isinstance(value, (str, bytes)):
+        return [_to_python(v) for v in value]
+    return str(value)
+
+
+def op_name(call: Any) -> str | None:
+    """``"relax.nn.conv2d"`` for a call to a registered op, else None."""
+    if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op):
+        return str(call.op.name)
+    return None
+
+
+# ---------------------------------------------------------------- op registration
+def register_op(
+    name: str,
+    description: str,
+    infer_type: Callable[[Any, Any], Any],
+    legalize: Callable[[Any, Any], Any],
+) -> Any:
+    """Register (idempotently) a pure Relax op ``name`` with type inference and legalization."""
+    try:
+        op = tvm.ir.Op.get(name)
+    except Exception:  # noqa: BLE001  (TVM raises a generic error for unknown ops)
+        tvm.get_global_func("ir.RegisterOp")(name, description)
+        op = tvm.ir.Op.get(name)
+    tvm.ir.register_op_attr(name, "FInferType", lambda call, ctx: infer_type(call), level=11)
+    tvm.ir.register_op_attr(name, "FPurity", True, level=11)
+    tvm.ir.register_op_attr(name, "FLegalize", legalize, level=11)
+    return op
+
+
+def make_call(op: Any, args: Sequence[Any], attrs: dict[str, Any]) -> Any:
+    return relax.Call(op, list(args), make_attrs(**attrs))
+
+
+def install_script_namespace(namespace: str, builders: dict[str, Callable[..., Any]]) -> None:
+    """Let ``tvm.script.from_source`` parse ``R.<namespace>.<op>(...)`` calls back."""
+    import tvm.relax.script.parser as parser_module
+
+    setattr(parser_module, namespace, types.SimpleNamespace(**builders))
+
+
+def op_by_name(name: str) -> Any:
+    return tvm.ir.Op.get(name)
+
+
+# ---------------------------------------------------------------- relax ops used by writers
+def quantize(x: Any, scale: Any, zero_point: Any, axis: int, out_dtype: str) -> Any:
+    return relax.op.quantize(x, scale, zero_point, axis=axis, out_dtype=out_dtype)
+
+
+def dequantize(q: Any, scale: Any, zero_point: Any, axis: int) -> Any:
+    return relax.op.dequantize(q, scale, zero_point, axis=axis, out_dtype="float32")
+
+
+def astype(x: Any, dtype: str) -> Any:
+    return relax.op.astype(x, dtype)
+
+
+def add(a: Any, b: Any) -> Any:
+    return relax.op.add(a, b)
+
+
+def subtract(a: Any, b: Any) -> Any:
+    return relax.op.subtract(a, b)
+
+
+def clip(x: Any, lo: int, hi: int) -> Any:
+    return relax.op.clip(x, lo, hi)
+
+
+def scalar_arg(expr: Any) -> float:
+    """The number held by a scalar immediate argument (e.g. ``clip`` bounds)."""
+    return float(expr.value)
+
+
+def clip_float(x: Any, lo: float, hi: float) -> Any:
+    return relax.op.clip(x, float(lo), float(hi))
+
+
+# ---------------------------------------------------------------- functions and modules
+def function_params(func: Any) -> list[Any]:
+    return list(func.params)
+
+
+def var_name(var: Any) -> str:
+    return str(var.name_hint)
+
+
+def string_function(text: str) -> Any:
+    """A Relax function with no parameters that returns ``text`` (survives export_library)."""
+    bb = relax.BlockBuilder()
+    with bb.function("f", []):
+        bb.emit_func_output(tvm.ir.StringImm(text))
+    return bb.get()["f"]
+
+
+def with_function(mod: Any, name: str, func: Any) -> Any:
+    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    gv = tvm.ir.GlobalVar(name)
+    mod[gv] = func.with_attr("global_symbol", name)
+    return mod
+
+
+def module_functions(mod: Any) -> dict[str, Any]:
+    return {gv.name_hint: fn for gv, fn in mod.functions_items()}
+
+
+# ---------------------------------------------------------------- build and run
+def host_target() -> Any:
+    """The host CPU: ``mcpu`` from LLVM's own detection (``"native"`` is ignored by 0.27)."""
+    cpu = tvm.target.codegen.llvm_get_system_cpu()
+    return tvm.target.Target({"kind": "llvm", "mcpu": str(cpu)})
+
+
+def as_target(target: Any) -> Any:
+    if target is None:
+        return host_target()
+    if isinstance(target, tvm.target.Target):
+        return target
+    return tvm.target.Target(target)
+
+
+def compile_module(mod: Any, target: Any) -> Any:
+    return tvm.compile(mod, target=target)
+
+
+def legalize(mod: Any) -> Any:
+    return relax.transform.LegalizeOps()(mod)
+
+
+def virtual_machine(executable_or_module: Any) -> Any:
+    return relax.VirtualMachine(executable_or_module, tvm.cpu())
+
+
+def load_library(path: str) -> Any:
+    return tvm.runtime.load_module(path)
+
+
+def to_device(array: np.ndarray) -> Any:
+    return tvm.runtime.tensor(np.ascontiguousarray(array), tvm.cpu())
+
+
+def to_numpy(value: Any) -> Any:
+    """VM results (a tensor or a nested tuple of tensors) as numpy arrays."""
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    return [to_numpy(v) for v in value]
+
+
+def from_onnx(model: Any) -> Any:
+    from tvm.relax.frontend.onnx import from_onnx as _from_onnx
+
+    return _from_onnx(model, keep_params_in_input=False, sanitize_input_names=False)
+
+
+def well_formed(mod: Any) -> bool:
+    return bool(relax.analysis.check_well_formed(mod))
+
+
+def script(mod: Any, show_meta: bool = False) -> str:
+    return mod.script(show_meta=show_meta)
+
+
+def save_json(mod: Any) -> str:
+    return tvm.ir.save_json(mod)
+
+
+def load_json(text: str) -> Any:
+    return tvm.ir.load_json(text)

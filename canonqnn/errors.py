@@ -1,0 +1,38 @@
+"""Errors raised by canonqnn. Every user-facing failure is a ``CanonqnnError``.
+
+Messages name where the problem is (node, op) and why, so the CLI can print them as they are.
+"""
+
+from __future__ import annotations
+
+
+class CanonqnnError(Exception):
+    """Base class: the CLI prints the message without a traceback and exits non-zero."""
+
+
+class InvalidModelError(CanonqnnError):
+    """The input is not a readable model (not ONNX, truncated, fails validation)."""
+
+
+class UnsupportedError(CanonqnnError):
+    """The model uses something canonqnn does not implement.
+
+    ``problems`` lists every unsupported ``(node, op, reason)`` found, not just the first.
+    """
+
+    def __init__(self, problems: list[tuple[str, str, str]], source: str = "") -> None:
+        self.problems = list(problems)
+        head = f"{source}: " if source else ""
+        lines = [f"node {node!r} (op {op}): {reason}" for node, op, reason in self.problems]
+        if len(lines) == 1:
+            super().__init__(head + lines[0])
+        else:
+            super().__init__(f"{head}{len(lines)} unsupported nodes:\n  " + "\n  ".join(lines))
+
+
+class InvalidQuantizationError(CanonqnnError):
+    """Quantization parameters that define no valid mapping (zero, negative or NaN scales, ...)."""
+
+
+class ParityError(CanonqnnError):
+    """A parity run could not be set up (missing runtime, inputs of the wrong shape, ...)."""

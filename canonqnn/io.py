@@ -1,0 +1,51 @@
+"""A module's external interface: input/output names, dtypes, shapes, quantization step.
+
+Frontends record it on the module (attribute ``canonqnn.io``) so that canonicalized modules,
+built libraries and parity reports keep the model's own names and dtypes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+IO_ATTR = "canonqnn.io"
+IO_FUNCTION = "canonqnn_io"  # built libraries carry the same JSON from this function
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    lsb: float | None = None  # one quantization step of this output (1 for integer outputs)
+
+
+@dataclass(frozen=True)
+class ModelIO:
+    source: str
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    rounding: str = "rne_f32"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_json(data: dict[str, Any] | str) -> ModelIO:
+        if isinstance(data, str):
+            data = json.loads(data)
+        tensors = lambda items: [TensorInfo(t["name"], t["dtype"], tuple(t["shape"]), t.get("lsb"))
+                                 for t in items]
+        return ModelIO(data["source"], tensors(data["inputs"]), tensors(data["outputs"]),
+                       data.get("rounding", "rne_f32"), data.get("extra", {}))
+
+
+def module_io(mod: Any) -> ModelIO | None:
+    """The interface recorded on a module, if any."""
+    attrs = mod.attrs
+    if attrs is None or IO_ATTR not in attrs:
+        return None
+    return ModelIO.from_json(str(attrs[IO_ATTR]))

@@ -1,0 +1,86 @@
+"""The canonical op registry: each ``relax.canonqnn.<name>`` op is declared once, here.
+
+A ``CanonicalOp`` bundles what defines an op: its builder contract (tensor arguments and
+attributes), type inference, legalization to integer TIR, the numpy reference that is its
+executable specification, and the constraints it accepts. ``docs/spec.md`` documents each entry
+and ``canonqnn ops`` prints this registry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+
+PREFIX = "relax.canonqnn."
+ROUNDINGS = ("rne_f32",)  # q31_double / q31_single arrive with the TFLite frontend
+
+
+@dataclass(frozen=True)
+class CanonicalOp:
+    """One canonical op. ``args`` names its tensor arguments (``*name`` = variadic tuple)."""
+
+    name: str
+    summary: str
+    args: tuple[str, ...]
+    attrs: tuple[str, ...]
+    infer: Callable[[Any], Any]
+    legalize: Callable[[Any, Any], Any]
+    reference: Callable[..., np.ndarray]
+    constraints: str
+    family: str = "compute"
+    _op: list[Any] = field(default_factory=list, repr=False, compare=False)
+
+    @property
+    def relax_name(self) -> str:
+        return PREFIX + self.name
+
+    @property
+    def op(self) -> Any:
+        return self._op[0]
+
+    def call(self, args: list[Any], attrs: dict[str, Any]) -> Any:
+        """Build the Relax call; attribute names must be exactly the declared ones."""
+        missing, extra = set(self.attrs) - set(attrs), set(attrs) - set(self.attrs)
+        if missing or extra:
+            raise TypeError(f"{self.relax_name}: missing attrs {missing}, unexpected {extra}")
+        if "rounding" in attrs and attrs["rounding"] not in ROUNDINGS:
+            raise ValueError(f"{self.relax_name}: unknown rounding {attrs['rounding']!r}")
+        return _tvm.make_call(self.op, args, {k: _attr_value(v) for k, v in attrs.items()})
+
+    def run_reference(self, call: Any, arg_values: list[np.ndarray]) -> np.ndarray:
+        """Evaluate ``call`` with numpy on the given argument values."""
+        return self.reference(*arg_values, **_tvm.attrs_dict(call))
+
+
+def _attr_value(value: Any) -> Any:
+    """Attrs are stored as Python scalars/lists; float32 values survive exactly as doubles."""
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (tuple, list, np.ndarray)):
+        return [_attr_value(v) for v in value]
+    return value
+
+
+REGISTRY: dict[str, CanonicalOp] = {}
+
+
+def register(op: CanonicalOp) -> CanonicalOp:
+    """Register ``op`` with TVM (idempotent) and in the registry."""
+    op._op.append(_tvm.register_op(op.relax_name, op.summary, op.infer, op.legalize))
+    REGISTRY[op.name] = op
+    return op
+
+
+def lookup(call: Any) -> CanonicalOp | None:
+    """The canonical op a Relax call invokes, or None."""
+    name = _tvm.op_name(call)
+    if name and name.startswith(PREFIX):
+        return REGISTRY.get(name[len(PREFIX):])
+    return None

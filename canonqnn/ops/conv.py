@@ -1,0 +1,136 @@
+"""``canonqnn.conv2d``: int8 NCHW convolution with per-channel weights, bias and requantization.
+
+    acc[n,o,i,j] = sum_{c,ky,kx} (xpad[n, g(o)*C/G + c, i*sh + ky*dh, j*sw + kx*dw] - x_zp)
+                                 * (w[o,c,ky,kx] - w_zp[o])  + bias[o]
+    y = requant_accumulator(acc, M[o], out_zp, act_min, act_max)
+    M[o] = f32(f32(x_scale * w_scale[o]) / out_scale)          (rounding rne_f32)
+
+``xpad`` pads with ``x_zp`` (real zero). With ``out_dtype="int32"`` the op returns ``acc``
+itself (ONNX ConvInteger); the multiplier must then be exactly 1 and ``out_zp`` 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+from .._tvm import te, topi
+from ..qparams import QParams, accumulator_multiplier
+from ._registry import CanonicalOp, register
+from ._requant import requant_accumulator, te_requant_accumulator
+
+ATTRS = ("x_scale", "x_zp", "out_scale", "out_zp", "strides", "padding", "dilation", "groups",
+         "act_min", "act_max", "rounding", "out_dtype")
+
+
+def out_hw(h: int, w: int, kh: int, kw: int, a: dict[str, Any]) -> tuple[int, int]:
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
+    return (h + pt + pb - dh * (kh - 1) - 1) // sh + 1, (w + pl + pr - dw * (kw - 1) - 1) // sw + 1
+
+
+def _infer(call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    n, _, h, w = _tvm.shape_of(call.args[0])
+    o, _, kh, kw = _tvm.shape_of(call.args[1])
+    return _tvm.tensor_type((n, o, *out_hw(h, w, kh, kw, a)), a["out_dtype"])
+
+
+def multiplier(a: dict[str, Any], w_scale: np.ndarray, channels: int) -> np.ndarray:
+    m = accumulator_multiplier(a["x_scale"], w_scale, a["out_scale"])
+    return np.broadcast_to(m, (channels,)).astype(np.float32)
+
+
+def reference(x, w, bias, w_scale, w_zp, **a) -> np.ndarray:
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    g = a["groups"]
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
+    oh, ow = out_hw(h, wd, kh, kw, a)
+    xp = np.pad(x.astype(np.int64) - a["x_zp"], ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    wz = w.astype(np.int64) - np.broadcast_to(w_zp.astype(np.int64), (o,))[:, None, None, None]
+    acc = np.zeros((n, o, oh, ow), np.int64)
+    opg = o // g
+    for ky in range(kh):
+        for kx in range(kw):
+            patch = xp[:, :, ky * dh: ky * dh + sh * (oh - 1) + 1: sh,
+                       kx * dw: kx * dw + sw * (ow - 1) + 1: sw]
+            for gi in range(g):
+                xs = patch[:, gi * cg:(gi + 1) * cg]
+                ws = wz[gi * opg:(gi + 1) * opg, :, ky, kx]
+                acc[:, gi * opg:(gi + 1) * opg] += np.einsum("nchw,oc->nohw", xs, ws)
+    acc = (acc + bias.astype(np.int64)[None, :, None, None]).astype(np.int32)
+    if a["out_dtype"] == "int32":
+        return acc
+    m = multiplier(a, w_scale, o)[None, :, None, None]
+    return requant_accumulator(acc, m, a["out_zp"], a["act_min"], a["act_max"])
+
+
+def _legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    x, w, bias, w_scale, w_zp = call.args
+    o = _tvm.shape_of(w)[0]
+    wzp = _tvm.const_value(w_zp)
+    symmetric = not np.any(wzp)
+    mult = _tvm.const(multiplier(a, _tvm.const_value(w_scale), o), "float32")
+    wzp_const = _tvm.const(np.broadcast_to(wzp, (o,)).astype(np.int32), "int32")
+
+    def compute(x, w, bias, mult, wzp):
+        n, c, h, wd = (int(d) for d in x.shape)
+        _, cg, kh, kw = (int(d) for d in w.shape)
+        (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
+        oh, ow = out_hw(h, wd, kh, kw, a)
+        opg = o // a["groups"]
+        x_zp = a["x_zp"]
+        xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], pad_value=x_zp, name="x_pad")
+        rc = te.reduce_axis((0, cg), "rc")
+        ry = te.reduce_axis((0, kh), "ry")
+        rx = te.reduce_axis((0, kw), "rx")
+
+        def tap(nn, oo, i, j):
+            cin = rc if a["groups"] == 1 else (oo // opg) * cg + rc
+            xv = xp[nn, cin, i * sh + ry * dh, j * sw + rx * dw].astype("int32") - x_zp
+            wv = w[oo, rc, ry, rx].astype("int32")
+            return xv * (wv if symmetric else wv - wzp[oo])
+
+        acc = te.compute((n, o, oh, ow), lambda nn, oo, i, j: te.sum(tap(nn, oo, i, j),
+                         axis=[rc, ry, rx]), name="acc")
+        if a["out_dtype"] == "int32":
+            return te.compute(acc.shape, lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
+                              name="conv2d_acc")
+        return te.compute(acc.shape, lambda nn, oo, i, j: te_requant_accumulator(
+            acc[nn, oo, i, j] + bias[oo], mult[oo], a["out_zp"], a["act_min"], a["act_max"]),
+            name="requant")
+
+    return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
+
+
+CONV2D = register(CanonicalOp(
+    name="conv2d",
+    summary="int8 NCHW/OIHW convolution (groups, dilation, asymmetric pads, per-channel "
+            "weights), int32 bias, requantized to int8 with an integer activation clamp",
+    args=("x", "w", "bias", "w_scale", "w_zp"),
+    attrs=ATTRS,
+    infer=_infer,
+    legalize=_legalize,
+    reference=reference,
+    constraints="x int8 NCHW, w int8 OIHW constant, bias int32 [O], w_scale float32 [O] or [], "
+                "w_zp int8 [O] or []; per-tensor x and output; out_dtype int8, or int32 with "
+                "multiplier exactly 1 and out_zp 0",
+))
+
+
+def conv2d(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QParams, out_qp: QParams, *,
+           strides, padding, dilation, groups: int, act: tuple[int, int] = (-128, 127),
+           rounding: str = "rne_f32") -> Any:
+    """Build ``canonqnn.conv2d``; ``out_qp.dtype`` int32 means the raw accumulator."""
+    o = _tvm.shape_of(w)[0]
+    return CONV2D.call(
+        [x, w, _tvm.const(np.asarray(bias, np.int32).reshape(o), "int32"),
+         _tvm.const(w_qp.scale, "float32"), _tvm.const(w_qp.zero_point.astype(np.int8), "int8")],
+        dict(x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
+             out_zp=out_qp.scalar_zp, strides=list(strides), padding=list(padding),
+             dilation=list(dilation), groups=int(groups), act_min=int(act[0]),
+             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype),
+    )

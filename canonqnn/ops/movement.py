@@ -1,0 +1,239 @@
+"""int8 data movement: ``reshape``, ``transpose``, ``max_pool2d``, ``concat``, ``requantize``.
+
+``reshape``, ``transpose`` and ``max_pool2d`` do no arithmetic: input and output share one
+scale/zero point (carried as ``scale``/``zp`` for pattern authors). Flatten, squeeze and
+unsqueeze are reshapes. Where a model gives the output other parameters, the op is followed by
+``requantize``. ``concat`` requantizes each input whose parameters differ from the output's.
+
+Requantization (rounding rne_f32) is ONNX DequantizeLinear then QuantizeLinear in float32:
+``clamp(RNE(f32(f32(q - in_zp) * in_scale) / out_scale) + out_zp)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+from .._tvm import te, topi
+from ..qparams import QParams
+from ._registry import CanonicalOp, register
+from ._requant import requant_via_real, te_requant_via_real
+
+
+def _same_type(call: Any, shape) -> Any:
+    return _tvm.tensor_type(shape, "int8")
+
+
+# ---------------------------------------------------------------- reshape
+RESHAPE = register(CanonicalOp(
+    name="reshape",
+    summary="int8 reshape (also flatten, squeeze, unsqueeze); parameters unchanged",
+    args=("x",),
+    attrs=("newshape", "scale", "zp"),
+    infer=lambda call: _same_type(call, _tvm.attrs_dict(call)["newshape"]),
+    legalize=lambda bb, call: bb.call_te(topi.reshape, call.args[0],
+                                         _tvm.attrs_dict(call)["newshape"],
+                                         primfunc_name_hint="canonqnn_reshape"),
+    reference=lambda x, newshape, scale, zp: x.reshape(newshape),
+    constraints="x int8; static shapes; output shares the input's scale and zero point",
+    family="movement",
+))
+
+
+def reshape(x: Any, newshape, qp: QParams) -> Any:
+    return RESHAPE.call([x], dict(newshape=[int(d) for d in newshape], scale=qp.scalar_scale,
+                                  zp=qp.scalar_zp))
+
+
+# ---------------------------------------------------------------- transpose
+def _transpose_infer(call: Any) -> Any:
+    shape = _tvm.shape_of(call.args[0])
+    return _same_type(call, [shape[i] for i in _tvm.attrs_dict(call)["axes"]])
+
+
+TRANSPOSE = register(CanonicalOp(
+    name="transpose",
+    summary="int8 axis permutation; parameters unchanged",
+    args=("x",),
+    attrs=("axes", "scale", "zp"),
+    infer=_transpose_infer,
+    legalize=lambda bb, call: bb.call_te(topi.transpose, call.args[0],
+                                         _tvm.attrs_dict(call)["axes"],
+                                         primfunc_name_hint="canonqnn_transpose"),
+    reference=lambda x, axes, scale, zp: np.transpose(x, axes),
+    constraints="x int8; output shares the input's scale and zero point",
+    family="movement",
+))
+
+
+def transpose(x: Any, axes, qp: QParams) -> Any:
+    return TRANSPOSE.call([x], dict(axes=[int(a) for a in axes], scale=qp.scalar_scale,
+                                    zp=qp.scalar_zp))
+
+
+# ---------------------------------------------------------------- max_pool2d
+def pool_out_size(size: int, k: int, s: int, d: int, p0: int, p1: int, ceil_mode: bool) -> int:
+    span = size + p0 + p1 - d * (k - 1) - 1
+    out = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= size + p0:  # last window may not start in the end padding
+        out -= 1
+    return out
+
+
+def _pool_shape(shape, a: dict[str, Any]) -> tuple[int, ...]:
+    n, c, h, w = shape
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, pb, pr) = (a["pool_size"], a["strides"],
+                                                      a["dilation"], a["padding"])
+    return (n, c, pool_out_size(h, kh, sh, dh, pt, pb, a["ceil_mode"]),
+            pool_out_size(w, kw, sw, dw, pl, pr, a["ceil_mode"]))
+
+
+def _max_pool_reference(x, pool_size, strides, padding, dilation, ceil_mode, scale, zp):
+    a = dict(pool_size=pool_size, strides=strides, padding=padding, dilation=dilation,
+             ceil_mode=ceil_mode)
+    n, c, oh, ow = _pool_shape(x.shape, a)
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = pool_size, strides, dilation, padding
+    big = np.full((n, c, x.shape[2] + pt + kh * dh + oh * sh, x.shape[3] + pl + kw * dw + ow * sw),
+                  -128, np.int8)
+    big[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]] = x
+    out = np.full((n, c, oh, ow), -128, np.int8)
+    for ky in range(kh):
+        for kx in range(kw):
+            win = big[:, :, ky * dh: ky * dh + sh * oh: sh, kx * dw: kx * dw + sw * ow: sw]
+            out = np.maximum(out, win[:, :, :oh, :ow])
+    return out
+
+
+def _max_pool_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    n, c, oh, ow = _pool_shape(_tvm.shape_of(call.args[0]), a)
+    (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = (a["pool_size"], a["strides"], a["dilation"],
+                                                    a["padding"])
+
+    def compute(x):
+        h, w = int(x.shape[2]), int(x.shape[3])
+        ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+        # Pad on the far side as well so that ceil-mode windows never read out of bounds.
+        far_h = max(0, (oh - 1) * sh + (kh - 1) * dh + 1 - pt - h)
+        far_w = max(0, (ow - 1) * sw + (kw - 1) * dw + 1 - pl - w)
+        xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, far_h, far_w], pad_value=-128, name="x_pad")
+        return te.compute((n, c, oh, ow), lambda nn, cc, i, j: te.max(
+            xp[nn, cc, i * sh + ry * dh, j * sw + rx * dw], axis=[ry, rx]), name="max_pool")
+
+    return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_max_pool2d")
+
+
+MAX_POOL2D = register(CanonicalOp(
+    name="max_pool2d",
+    summary="int8 NCHW max pooling (pads never win: they count as -128); parameters unchanged",
+    args=("x",),
+    attrs=("pool_size", "strides", "padding", "dilation", "ceil_mode", "scale", "zp"),
+    infer=lambda call: _same_type(call, _pool_shape(_tvm.shape_of(call.args[0]),
+                                                    _tvm.attrs_dict(call))),
+    legalize=_max_pool_legalize,
+    reference=_max_pool_reference,
+    constraints="x int8 NCHW; positive scale (max commutes with dequantize); output shares "
+                "the input's scale and zero point",
+    family="movement",
+))
+
+
+def max_pool2d(x: Any, qp: QParams, *, pool_size, strides, padding, dilation,
+               ceil_mode: bool) -> Any:
+    return MAX_POOL2D.call([x], dict(
+        pool_size=list(pool_size), strides=list(strides), padding=list(padding),
+        dilation=list(dilation), ceil_mode=bool(ceil_mode), scale=qp.scalar_scale,
+        zp=qp.scalar_zp))
+
+
+# ---------------------------------------------------------------- requantize
+REQ_ATTRS = ("in_scale", "in_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding")
+
+
+def _requantize_reference(x, in_scale, in_zp, out_scale, out_zp, act_min, act_max, rounding):
+    return requant_via_real(x, in_scale, in_zp, out_scale, out_zp, act_min, act_max)
+
+
+def _requantize_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+
+    def compute(x):
+        return te.compute(x.shape, lambda *i: te_requant_via_real(
+            x(*i), a["in_scale"], a["in_zp"], a["out_scale"], a["out_zp"], a["act_min"],
+            a["act_max"]), name="requantize")
+
+    return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_requantize")
+
+
+REQUANTIZE = register(CanonicalOp(
+    name="requantize",
+    summary="int8 -> int8 change of scale/zero point (dequantize then quantize in float32)",
+    args=("x",),
+    attrs=REQ_ATTRS,
+    infer=lambda call: _same_type(call, _tvm.shape_of(call.args[0])),
+    legalize=_requantize_legalize,
+    reference=_requantize_reference,
+    constraints="x int8 per tensor; output int8 per tensor",
+    family="movement",
+))
+
+
+def requantize(x: Any, in_qp: QParams, out_qp: QParams, act: tuple[int, int] = (-128, 127),
+               rounding: str = "rne_f32") -> Any:
+    return REQUANTIZE.call([x], dict(
+        in_scale=in_qp.scalar_scale, in_zp=in_qp.scalar_zp, out_scale=out_qp.scalar_scale,
+        out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))
+
+
+# ---------------------------------------------------------------- concat
+def _concat_infer(call: Any) -> Any:
+    axis = _tvm.attrs_dict(call)["axis"]
+    shapes = [_tvm.shape_of(x) for x in call.args]
+    out = list(shapes[0])
+    out[axis] = sum(s[axis] for s in shapes)
+    return _same_type(call, out)
+
+
+def _concat_reference(*xs, axis, in_scales, in_zps, out_scale, out_zp, rounding):
+    parts = [x if (s, z) == (out_scale, out_zp) else
+             requant_via_real(x, s, z, out_scale, out_zp) for x, s, z in zip(xs, in_scales, in_zps)]
+    return np.concatenate(parts, axis=axis)
+
+
+def _concat_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+
+    def compute(*xs):
+        parts = []
+        for x, s, z in zip(xs, a["in_scales"], a["in_zps"]):
+            if (s, z) != (a["out_scale"], a["out_zp"]):
+                x = te.compute(x.shape, lambda *i, x=x, s=s, z=z: te_requant_via_real(
+                    x(*i), s, z, a["out_scale"], a["out_zp"]), name="requantize")
+            parts.append(x)
+        return topi.concatenate(parts, a["axis"])
+
+    return bb.call_te(compute, *call.args, primfunc_name_hint="canonqnn_concat")
+
+
+CONCAT = register(CanonicalOp(
+    name="concat",
+    summary="int8 concatenation; inputs whose parameters differ from the output's are "
+            "requantized (dequantize then quantize in float32)",
+    args=("*xs",),
+    attrs=("axis", "in_scales", "in_zps", "out_scale", "out_zp", "rounding"),
+    infer=_concat_infer,
+    legalize=_concat_legalize,
+    reference=_concat_reference,
+    constraints="inputs int8 per tensor, non-negative axis",
+    family="movement",
+))
+
+
+def concat(xs: list[Any], in_qps: list[QParams], out_qp: QParams, axis: int,
+           rounding: str = "rne_f32") -> Any:
+    return CONCAT.call(list(xs), dict(
+        axis=int(axis), in_scales=[q.scalar_scale for q in in_qps],
+        in_zps=[q.scalar_zp for q in in_qps], out_scale=out_qp.scalar_scale,
+        out_zp=out_qp.scalar_zp, rounding=rounding))

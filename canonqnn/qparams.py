@@ -1,0 +1,160 @@
+"""Quantization parameters and all arithmetic on them.
+
+Every scale, zero point, multiplier and clamp bound canonqnn computes comes from here, so the
+float32 evaluation order that bit-exactness depends on is written once.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidQuantizationError
+
+INT8_MIN, INT8_MAX = -128, 127
+UINT8_TO_INT8_SHIFT = 128
+
+
+_ZP_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1)}
+
+
+@dataclass(frozen=True, eq=False)
+class QParams:
+    """``real = scale * (q - zero_point)`` for a quantized tensor of ``dtype``.
+
+    ``scale`` is float32 and ``zero_point`` int32 (holding a value of ``dtype``), both 0-d (per
+    tensor) or 1-d along ``axis`` (per channel; ``axis`` is then a non-negative axis).
+    ``dtype`` is int8 inside modules; uint8 only while a frontend reads a model (``as_int8``),
+    int32 for accumulators and biases.
+    """
+
+    scale: np.ndarray
+    zero_point: np.ndarray
+    axis: int | None = None
+    dtype: str = "int8"
+
+    @staticmethod
+    def make(scale, zero_point=0, axis: int | None = None, dtype: str = "int8") -> QParams:
+        if dtype not in _ZP_RANGE:
+            raise InvalidQuantizationError(f"quantized type {dtype} is not supported")
+        s = np.asarray(scale, dtype=np.float32)
+        z = np.asarray(zero_point, dtype=np.int64)
+        if s.ndim > 1 or z.ndim > 1:
+            raise InvalidQuantizationError(f"scale/zero point must be 0-d or 1-d, got {s.shape}")
+        if axis is None:
+            if s.size != 1 or z.size != 1:
+                raise InvalidQuantizationError("per-channel parameters need an axis")
+            s, z = s.reshape(()), z.reshape(())
+        else:
+            s, z = s.reshape(-1), z.reshape(-1)
+            if z.size == 1 and s.size > 1:
+                z = np.full(s.shape, int(z[0]), np.int64)
+            if s.size == 1 and z.size > 1:
+                s = np.full(z.shape, float(s[0]), np.float32)
+            if s.shape != z.shape:
+                raise InvalidQuantizationError(
+                    f"scale shape {s.shape} and zero point shape {z.shape} differ"
+                )
+        lo, hi = _ZP_RANGE[dtype]
+        if np.any((z < lo) | (z > hi)):
+            raise InvalidQuantizationError(f"zero point outside the {dtype} range")
+        return QParams(s, z.astype(np.int32), axis, dtype)
+
+    def as_int8(self) -> QParams:
+        """uint8 parameters re-expressed for the int8 tensor q - 128 (same real values)."""
+        if self.dtype != "uint8":
+            return self
+        return QParams(self.scale, self.zero_point - UINT8_TO_INT8_SHIFT, self.axis, "int8")
+
+    @property
+    def per_tensor(self) -> bool:
+        return self.scale.ndim == 0
+
+    @property
+    def scalar_scale(self) -> float:
+        """The per-tensor scale as the exact float32 value (in a Python float)."""
+        if not self.per_tensor:
+            raise InvalidQuantizationError("per-channel scale used where one scale is required")
+        return float(self.scale)
+
+    @property
+    def scalar_zp(self) -> int:
+        if not self.per_tensor:
+            raise InvalidQuantizationError("per-channel zero point used where one is required")
+        return int(self.zero_point)
+
+    def same_as(self, other: QParams) -> bool:
+        """Bitwise-equal parameters (scales compared as float32 bits)."""
+        return (
+            self.dtype == other.dtype
+            and self.scale.shape == other.scale.shape
+            and np.array_equal(self.scale.view(np.uint32), other.scale.view(np.uint32))
+            and np.array_equal(self.zero_point, other.zero_point)
+            and (self.per_tensor or self.axis == other.axis)
+        )
+
+    def __repr__(self) -> str:
+        if self.per_tensor:
+            return f"QParams({self.scalar_scale!r}, {self.scalar_zp}, {self.dtype})"
+        return f"QParams(per-axis {self.axis}, n={self.scale.size}, {self.dtype})"
+
+
+def check_scale(scale: np.ndarray, where: str) -> np.ndarray:
+    """Scales must be finite and positive; anything else defines no quantization."""
+    s = np.asarray(scale, dtype=np.float32)
+    bad = ~np.isfinite(s) | (s <= 0)
+    if np.any(bad):
+        value = s.reshape(-1)[np.argmax(bad.reshape(-1))]
+        raise InvalidQuantizationError(f"{where}: scale {value!r} is not a finite positive number")
+    return s
+
+
+def uint8_to_int8(values: np.ndarray) -> np.ndarray:
+    """Re-express uint8 data or zero points as int8 (q - 128): the same real values."""
+    return (np.asarray(values).astype(np.int32) - UINT8_TO_INT8_SHIFT).astype(np.int8)
+
+
+# ---------------------------------------------------------------- multipliers (float32, ORT order)
+def f32(value) -> np.float32:
+    return np.float32(value)
+
+
+def product_scale(a_scale: np.ndarray, b_scale: np.ndarray) -> np.ndarray:
+    """``a_scale * b_scale`` in float32: the scale of an int32 accumulator (and of its bias)."""
+    return (np.asarray(a_scale, np.float32) * np.asarray(b_scale, np.float32)).astype(np.float32)
+
+
+def accumulator_multiplier(
+    x_scale: float, w_scale: np.ndarray, out_scale: float, alpha: float = 1.0
+) -> np.ndarray:
+    """Per-channel float32 requant multiplier ``(x_scale * w_scale[c]) / out_scale``.
+
+    Evaluated left to right in float32, as onnxruntime's QLinearConv/QLinearMatMul do.
+    ``alpha`` (ONNX Gemm) multiplies after the product, before the division.
+    """
+    m = product_scale(np.float32(x_scale), w_scale)
+    if alpha != 1.0:
+        m = (m * np.float32(alpha)).astype(np.float32)
+    return (m / np.float32(out_scale)).astype(np.float32).reshape(-1)
+
+
+def quantize_value(value: float, qp: QParams) -> int:
+    """Quantize one real number as ONNX QuantizeLinear does: RNE(value / scale) + zp, saturated."""
+    s = np.float32(qp.scalar_scale)
+    q = np.rint(np.float32(np.float32(value) / s))
+    if not math.isfinite(float(q)):
+        return INT8_MAX if value > 0 else INT8_MIN
+    return int(np.clip(q + qp.scalar_zp, INT8_MIN, INT8_MAX))
+
+
+def activation_bounds(lo: float | None, hi: float | None, qp: QParams) -> tuple[int, int]:
+    """Integer clamp ``[act_min, act_max]`` equal to clamping the real value to ``[lo, hi]``.
+
+    Exact because quantization (division then RNE) is monotone: clamping before quantizing
+    equals clamping the quantized value at the quantized bounds.
+    """
+    act_min = INT8_MIN if lo is None else max(INT8_MIN, quantize_value(lo, qp))
+    act_max = INT8_MAX if hi is None else min(INT8_MAX, quantize_value(hi, qp))
+    return act_min, act_max

@@ -1,0 +1,130 @@
+"""Converter registry and the per-import context shared by all ONNX op converters.
+
+A converter is ``fn(ctx, node, inputs, attrs) -> list[Value]`` registered with
+``@onnx_op("Conv")``; ``inputs`` holds ``None`` for omitted optional inputs and ``attrs`` the
+node's attributes as Python values. Converters raise ``ctx.unsupported(reason)`` for what they
+do not implement; the importer adds the node and op to the message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from canonqnn import _tvm
+from canonqnn.errors import UnsupportedError
+from canonqnn.qparams import QParams
+
+# Domains whose ops we import. Contrib QOperator ops are also accepted in the default domain
+# (some exporters put them there; the name is unambiguous).
+DOMAINS = ("", "ai.onnx", "com.microsoft")
+
+ONNX_DTYPE = {
+    onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.UINT8: "uint8",
+    onnx.TensorProto.INT8: "int8", onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT64: "int64", onnx.TensorProto.FLOAT16: "float16",
+    onnx.TensorProto.INT16: "int16", onnx.TensorProto.UINT16: "uint16",
+    onnx.TensorProto.BOOL: "bool", onnx.TensorProto.DOUBLE: "float64",
+}
+
+
+def dtype_name(elem_type: int) -> str:
+    return ONNX_DTYPE.get(elem_type) or helper.tensor_dtype_to_string(elem_type)
+
+
+@dataclass
+class Value:
+    """One ONNX tensor as imported.
+
+    ``expr`` is its Relax expression (None for constants not yet materialized); ``const`` its
+    numpy value when known at import time; ``qparams`` the (int8-normalized) parameters of a
+    quantized integer tensor, when known; ``onnx_dtype`` the dtype the model declares (a uint8
+    tensor is held as int8, shifted by -128); ``dequantized`` the parameters of the integer
+    tensor a float value was dequantized from (its quantization step, for parity reports).
+    """
+
+    expr: Any = None
+    const: np.ndarray | None = None
+    qparams: QParams | None = None
+    onnx_dtype: str = "float32"
+    dequantized: QParams | None = None
+
+
+class Unsupported(Exception):
+    """Raised by converters; the importer attaches the node and collects all of them."""
+
+
+Converter = Callable[["ImportContext", onnx.NodeProto, list, dict], list]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def onnx_op(*op_types: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for op_type in op_types:
+            CONVERTERS[op_type] = fn
+        return fn
+
+    return register
+
+
+class ImportContext:
+    """What converters need: the block builder, the opset, constant access and errors."""
+
+    def __init__(self, bb: Any, opset: int) -> None:
+        self.bb = bb
+        self.opset = opset
+
+    # -------------------------------------------------------------- emitting
+    def emit(self, expr: Any) -> Any:
+        return self.bb.emit(expr)
+
+    def value(self, expr: Any, onnx_dtype: str = "float32", qparams: QParams | None = None):
+        return Value(expr=self.emit(expr), onnx_dtype=onnx_dtype, qparams=qparams)
+
+    def expr(self, value: Value) -> Any:
+        """The Relax expression of a value, materializing constants on first use."""
+        if value.expr is None:
+            value.expr = _tvm.const(value.const)
+        return value.expr
+
+    # -------------------------------------------------------------- constants and attributes
+    @staticmethod
+    def constant(value: Value | None, what: str) -> np.ndarray:
+        if value is None or value.const is None:
+            raise Unsupported(f"{what} must be a constant (initializer), not computed at run time")
+        return value.const
+
+    @staticmethod
+    def shape(value: Value) -> tuple[int, ...]:
+        if value.const is not None:
+            return tuple(value.const.shape)
+        return _tvm.shape_of(value.expr)
+
+    @staticmethod
+    def unsupported(reason: str) -> Unsupported:
+        return Unsupported(reason)
+
+
+def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: str | None = None) -> np.ndarray:
+    return numpy_helper.to_array(tensor, base_dir or "")
+
+
+def attributes(node: onnx.NodeProto) -> dict[str, Any]:
+    out = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        out[attr.name] = value
+    return out
+
+
+def unsupported_error(problems: list[tuple[str, str, str]]) -> UnsupportedError:
+    return UnsupportedError(problems, source="ONNX")

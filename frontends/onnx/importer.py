@@ -1,0 +1,205 @@
+"""ONNX model -> fake-quant Relax module (see docs/fq-form.md).
+
+The importer reads the model, checks every node has a converter (reporting all that do not at
+once), walks the graph in order and calls one converter per node. uint8 tensors become int8
+(q - 128) at the graph boundary and wherever the model quantizes; the module's interface keeps
+the model's names and dtypes, recorded in the module attribute ``canonqnn.io``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+
+from canonqnn import _tvm, qdq
+from canonqnn.errors import CanonqnnError, InvalidModelError
+from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
+
+from . import ops  # noqa: F401  (registers the converters)
+from .ops.quant import dequantize_value, quantize_value
+from ._context import (
+    CONVERTERS,
+    DOMAINS,
+    ImportContext,
+    Unsupported,
+    Value,
+    attributes,
+    dtype_name,
+    tensor_to_numpy,
+    unsupported_error,
+)
+
+SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
+# Ops a QOperator model applies directly to quantized tensors: imported as dequantize -> op ->
+# quantize with the tensor's own parameters (exact for data movement and max).
+QUANTIZED_PASSTHROUGH = ("MaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
+# Ops whose converters take quantized integer operands themselves.
+QUANTIZED_CONSUMERS = ("DequantizeLinear", "Identity", "QLinearConv", "QLinearMatMul", "QGemm",
+                       "QLinearAdd", "QLinearMul", "QLinearAveragePool",
+                       "QLinearGlobalAveragePool", "QLinearConcat", "ConvInteger", "MatMulInteger")
+
+
+def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
+    """The ModelProto and the directory its external data would live in."""
+    if isinstance(model, onnx.ModelProto):
+        return model, ""
+    if isinstance(model, (bytes, bytearray)):
+        data, where, base = bytes(model), "model bytes", ""
+    else:
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise InvalidModelError(f"{path}: no such file")
+        with open(path, "rb") as f:
+            data = f.read()
+        where, base = path, os.path.dirname(os.path.abspath(path))
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as exc:
+        raise InvalidModelError(f"{where}: not an ONNX model or truncated ({exc})") from None
+    if not proto.HasField("graph") or not proto.graph.node or proto.ir_version <= 0:
+        raise InvalidModelError(f"{where}: not an ONNX model or truncated (no graph or IR version)")
+    return proto, base
+
+
+def default_opset(proto: onnx.ModelProto) -> int:
+    for entry in proto.opset_import:
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    raise InvalidModelError("model declares no default-domain opset")
+
+
+def _prescan(graph: onnx.GraphProto) -> None:
+    problems = []
+    for i, node in enumerate(graph.node):
+        name = node.name or f"#{i}"
+        if node.domain not in DOMAINS:
+            problems.append((name, f"{node.domain}.{node.op_type}", f"domain {node.domain!r} is not supported"))
+        elif node.op_type not in CONVERTERS:
+            problems.append((name, node.op_type, "operator is not supported by canonqnn"))
+    if problems:
+        raise unsupported_error(problems)
+
+
+def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any]) -> TensorInfo:
+    tt = vi.type.tensor_type
+    dtype = dtype_name(tt.elem_type)
+    if dtype not in SUPPORTED_INPUT_DTYPES:
+        raise unsupported_error([(vi.name, "graph input", f"input dtype {dtype} is not supported")])
+    if vi.name in input_shapes:
+        shape = tuple(int(d) for d in input_shapes[vi.name])
+    else:
+        shape = []
+        for d in tt.shape.dim:
+            if not d.HasField("dim_value"):
+                raise unsupported_error([(vi.name, "graph input", f"dimension {d.dim_param or '?'!r} is "
+                                          "dynamic; give a static shape (input_shapes / --shape)")])
+            shape.append(int(d.dim_value))
+        shape = tuple(shape)
+    return TensorInfo(vi.name, dtype, shape)
+
+
+def load(model: str | os.PathLike | bytes | onnx.ModelProto,
+         input_shapes: dict[str, Any] | None = None) -> Any:
+    """Import an ONNX model (path, bytes or ModelProto) into the fake-quant Relax form."""
+    proto, base_dir = read_model(model)
+    graph = proto.graph
+    opset = default_opset(proto)
+    _prescan(graph)
+
+    values: dict[str, Value] = {}
+    for init in graph.initializer:
+        try:
+            values[init.name] = Value(const=tensor_to_numpy(init, base_dir),
+                                      onnx_dtype=dtype_name(init.data_type))
+        except Exception as exc:  # noqa: BLE001  (corrupt tensor data)
+            raise InvalidModelError(f"initializer {init.name!r} cannot be read: {exc}") from None
+    inputs = [_input_info(vi, input_shapes or {}) for vi in graph.input if vi.name not in values]
+
+    bb = _tvm.BlockBuilder()
+    params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
+    ctx = ImportContext(bb, opset)
+    failure: CanonqnnError | None = None
+    with bb.function("main", params):
+        with bb.dataflow():
+            for info, param in zip(inputs, params):
+                if info.dtype == "uint8":
+                    values[info.name] = ctx.value(qdq.uint8_to_int8(param), "uint8")
+                else:
+                    values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
+            try:
+                _convert_nodes(ctx, graph, values)
+                outputs, out_infos = _outputs(ctx, graph, values)
+            except CanonqnnError as exc:
+                failure, outputs = exc, [params[0] if params else _tvm.const(np.int32(0))]
+            result = bb.emit_output(outputs[0] if len(outputs) == 1 else _tvm.relax.Tuple(outputs))
+        bb.emit_func_output(result)
+    if failure is not None:
+        raise failure
+    io = ModelIO(source="onnx", inputs=inputs, outputs=out_infos, rounding="rne_f32")
+    mod = bb.get()
+    return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
+
+
+def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value]) -> None:
+    for i, node in enumerate(graph.node):
+        name = node.name or f"#{i}"
+        try:
+            inputs = []
+            for input_name in node.input:
+                if input_name and input_name not in values:
+                    raise InvalidModelError(f"input {input_name!r} is not produced before this "
+                                            "node (graph not in topological order?)")
+                inputs.append(values[input_name] if input_name else None)
+            outs = _convert(ctx, node, inputs)
+        except Unsupported as exc:
+            raise unsupported_error([(name, node.op_type, str(exc))]) from None
+        except CanonqnnError as exc:
+            raise type(exc)(f"node {name!r} (op {node.op_type}): {exc}") from None
+        except Exception as exc:  # noqa: BLE001  (malformed node: report, never a traceback)
+            raise InvalidModelError(f"node {name!r} (op {node.op_type}): cannot import: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        for out_name, value in zip(node.output, outs):
+            if out_name:
+                values[out_name] = value
+
+
+def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Value]:
+    converter = CONVERTERS[node.op_type]
+    attrs = attributes(node)
+    if node.op_type in QUANTIZED_CONSUMERS:
+        return converter(ctx, node, inputs, attrs)
+    quantized = [v for v in inputs if v is not None and v.qparams is not None]
+    if not quantized:
+        return converter(ctx, node, inputs, attrs)
+    x = inputs[0]
+    if node.op_type not in QUANTIZED_PASSTHROUGH or x.qparams is None or len(quantized) > 1:
+        raise Unsupported(f"{node.op_type} applied to a quantized {quantized[0].onnx_dtype} tensor "
+                          "(expected DequantizeLinear first or a QLinear operator)")
+    real = dequantize_value(ctx, x, x.qparams)
+    outs = converter(ctx, node, [real, *inputs[1:]], attrs)
+    return [quantize_value(ctx, out, x.qparams, x.onnx_dtype) for out in outs]
+
+
+def _outputs(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value]):
+    exprs, infos = [], []
+    for vi in graph.output:
+        if vi.name not in values:
+            raise InvalidModelError(f"graph output {vi.name!r} is not produced by any node")
+        value = values[vi.name]
+        expr = ctx.expr(value)
+        if value.onnx_dtype == "uint8":
+            expr = ctx.emit(qdq.int8_to_uint8(expr))
+        lsb = None
+        if value.qparams is not None or value.onnx_dtype in ("int8", "uint8", "int32"):
+            lsb = 1.0
+        elif value.dequantized is not None and value.dequantized.per_tensor:
+            lsb = value.dequantized.scalar_scale
+        infos.append(TensorInfo(vi.name, _tvm.dtype_of(expr), _tvm.shape_of(expr), lsb))
+        exprs.append(expr)
+    return exprs, infos

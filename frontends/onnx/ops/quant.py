@@ -1,0 +1,96 @@
+"""QuantizeLinear / DequantizeLinear (opsets 10-23) into the core's quantize/dequantize."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from canonqnn import qdq
+from canonqnn.qparams import QParams, check_scale, uint8_to_int8
+
+from .._context import ImportContext, Unsupported, Value, onnx_op
+
+QUANTIZED_DTYPES = ("int8", "uint8")
+ONNX_OUTPUT_DTYPE = {2: "uint8", 3: "int8"}  # QuantizeLinear output_dtype attribute (opset 21)
+
+
+def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | None, *,
+                 axis: int, rank: int, dtype: str | None, what: str) -> QParams:
+    """Constant (scale, zero point) of one tensor as int8-normalized ``QParams``.
+
+    ``dtype`` is the quantized tensor's dtype when known; otherwise the zero point's (uint8
+    when absent, as ONNX specifies).
+    """
+    s = ctx.constant(scale, f"{what} scale")
+    if s.dtype != np.float32:
+        raise Unsupported(f"{what} scale of type {s.dtype} is not supported (float32 only)")
+    check_scale(s, f"{what} scale")
+    if zero_point is not None:
+        z = ctx.constant(zero_point, f"{what} zero point")
+        zdtype = zero_point.onnx_dtype
+    else:
+        zdtype = dtype or "uint8"
+        z = np.zeros(s.shape, np.int64)
+    dtype = dtype or zdtype
+    if dtype != zdtype:
+        raise Unsupported(f"{what} zero point type {zdtype} differs from the data type {dtype}")
+    if dtype not in QUANTIZED_DTYPES + ("int32",):
+        raise Unsupported(f"{dtype} quantization of {what} is not supported (int8/uint8 only)")
+    if s.size == 1 and z.size == 1:
+        return QParams.make(s.reshape(()), z.reshape(()), None, dtype).as_int8()
+    if s.ndim != 1:
+        raise Unsupported(f"{what} scale of shape {s.shape}: blocked quantization is not supported")
+    return QParams.make(s, z, axis % rank, dtype).as_int8()
+
+
+def _reject_blocked(attrs: dict) -> None:
+    if attrs.get("block_size", 0):
+        raise Unsupported(f"blocked quantization (block_size={attrs['block_size']}) is not supported")
+
+
+def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
+    """``dequantize`` of an int8-held tensor (constants are shifted from uint8 here)."""
+    if x.const is not None:
+        data = uint8_to_int8(x.const) if x.onnx_dtype == "uint8" else x.const
+        expr = ctx.expr(Value(const=np.asarray(data, qp.dtype)))
+    else:
+        expr = ctx.expr(x)
+    return Value(expr=ctx.emit(qdq.dequantize(expr, qp)), dequantized=qp)
+
+
+def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -> Value:
+    return Value(expr=ctx.emit(qdq.quantize(ctx.expr(y), qp)), onnx_dtype=onnx_dtype, qparams=qp)
+
+
+@onnx_op("DequantizeLinear")
+def dequantize_linear(ctx, node, inputs, attrs):
+    _reject_blocked(attrs)
+    x, scale, zp = (inputs + [None, None])[:3]
+    if x.onnx_dtype not in QUANTIZED_DTYPES + ("int32",):
+        raise Unsupported(f"DequantizeLinear of {x.onnx_dtype} data is not supported")
+    qp = read_qparams(ctx, scale, zp, axis=attrs.get("axis", 1), rank=max(len(ctx.shape(x)), 1),
+                      dtype=x.onnx_dtype, what="input")
+    if qp.dtype == "int32" and np.any(qp.zero_point):
+        raise Unsupported("int32 DequantizeLinear with a nonzero zero point is not supported")
+    return [dequantize_value(ctx, x, qp)]
+
+
+@onnx_op("QuantizeLinear")
+def quantize_linear(ctx, node, inputs, attrs):
+    _reject_blocked(attrs)
+    if attrs.get("precision", 0):
+        raise Unsupported("the precision attribute is not supported")
+    x, scale, zp = (inputs + [None, None])[:3]
+    if x.onnx_dtype != "float32":
+        raise Unsupported(f"QuantizeLinear of {x.onnx_dtype} data is not supported (float32 only)")
+    out_dtype = None
+    if attrs.get("output_dtype"):
+        out_dtype = ONNX_OUTPUT_DTYPE.get(attrs["output_dtype"])
+        if out_dtype is None:
+            raise Unsupported(f"output_dtype {attrs['output_dtype']} is not supported")
+    if zp is not None:
+        out_dtype = zp.onnx_dtype
+    if out_dtype not in (None,) + QUANTIZED_DTYPES:
+        raise Unsupported(f"QuantizeLinear to {out_dtype} is not supported (int8/uint8 only)")
+    qp = read_qparams(ctx, scale, zp, axis=attrs.get("axis", 1), rank=max(len(ctx.shape(x)), 1),
+                      dtype=out_dtype, what="output")
+    return [quantize_value(ctx, x, qp, out_dtype or "uint8")]

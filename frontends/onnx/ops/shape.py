@@ -1,0 +1,91 @@
+"""Reshape, Flatten, Squeeze, Unsqueeze (all static reshapes), Transpose, Concat, Identity."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from canonqnn._tvm import relax
+
+from .._context import ImportContext, Unsupported, Value, onnx_op
+
+
+def reshape_to(ctx: ImportContext, x: Value, shape) -> Value:
+    shape = tuple(int(d) for d in shape)
+    if x.const is not None:
+        return Value(const=x.const.reshape(shape), onnx_dtype=x.onnx_dtype)
+    return Value(expr=ctx.emit(relax.op.reshape(ctx.expr(x), shape)), onnx_dtype=x.onnx_dtype)
+
+
+def _axes(ctx, node, inputs, attrs, what) -> list[int] | None:
+    if ctx.opset >= 13:
+        return None if len(inputs) < 2 or inputs[1] is None else \
+            ctx.constant(inputs[1], f"{what} axes").reshape(-1).tolist()
+    return attrs.get("axes")
+
+
+@onnx_op("Reshape")
+def reshape_op(ctx, node, inputs, attrs):
+    x = inputs[0]
+    in_shape = ctx.shape(x)
+    target = ctx.constant(inputs[1], "Reshape shape").reshape(-1).tolist()
+    if not attrs.get("allowzero", 0):
+        target = [in_shape[i] if d == 0 else d for i, d in enumerate(target)]
+    if target.count(-1) == 1:
+        known = int(np.prod([d for d in target if d != -1]))
+        target[target.index(-1)] = int(np.prod(in_shape)) // known
+    if int(np.prod(target)) != int(np.prod(in_shape)):
+        raise Unsupported(f"cannot reshape {list(in_shape)} to {target}")
+    return [reshape_to(ctx, x, target)]
+
+
+@onnx_op("Flatten")
+def flatten_op(ctx, node, inputs, attrs):
+    shape = ctx.shape(inputs[0])
+    axis = attrs.get("axis", 1) % (len(shape) or 1) if shape else 0
+    return [reshape_to(ctx, inputs[0], (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))]
+
+
+@onnx_op("Squeeze")
+def squeeze_op(ctx, node, inputs, attrs):
+    shape = ctx.shape(inputs[0])
+    axes = _axes(ctx, node, inputs, attrs, "Squeeze")
+    axes = {a % len(shape) for a in axes} if axes else {i for i, d in enumerate(shape) if d == 1}
+    if any(shape[a] != 1 for a in axes):
+        raise Unsupported(f"cannot squeeze non-unit axes {sorted(axes)} of {list(shape)}")
+    return [reshape_to(ctx, inputs[0], [d for i, d in enumerate(shape) if i not in axes])]
+
+
+@onnx_op("Unsqueeze")
+def unsqueeze_op(ctx, node, inputs, attrs):
+    shape = list(ctx.shape(inputs[0]))
+    axes = _axes(ctx, node, inputs, attrs, "Unsqueeze") or []
+    rank = len(shape) + len(axes)
+    for a in sorted(a % rank for a in axes):
+        shape.insert(a, 1)
+    return [reshape_to(ctx, inputs[0], shape)]
+
+
+def transpose(ctx: ImportContext, x: Value, perm) -> Value:
+    return Value(expr=ctx.emit(relax.op.permute_dims(ctx.expr(x), [int(p) for p in perm])),
+                 onnx_dtype=x.onnx_dtype)
+
+
+@onnx_op("Transpose")
+def transpose_op(ctx, node, inputs, attrs):
+    rank = len(ctx.shape(inputs[0]))
+    return [transpose(ctx, inputs[0], attrs.get("perm", list(range(rank))[::-1]))]
+
+
+def concat(ctx: ImportContext, xs: list[Value], axis: int) -> Value:
+    rank = len(ctx.shape(xs[0]))
+    return Value(expr=ctx.emit(relax.op.concat([ctx.expr(x) for x in xs], axis=axis % rank)))
+
+
+@onnx_op("Concat")
+def concat_op(ctx, node, inputs, attrs):
+    return [concat(ctx, inputs, attrs["axis"])]
+
+
+@onnx_op("Identity")
+def identity_op(ctx, node, inputs, attrs):
+    return [inputs[0]]
