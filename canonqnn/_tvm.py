@@ -76,15 +76,18 @@ def attrs_dict(call: Any) -> dict[str, Any]:
     attrs = call.attrs
     if attrs is None:
         return {}
-    out: dict[str, Any] = {}
-    for key in attrs.keys():
-        out[str(key)] = _to_python(attrs[key])
-    return out
+    if hasattr(attrs, "keys"):  # DictAttrs (canonical ops)
+        return {str(key): _to_python(attrs[key]) for key in attrs.keys()}
+    skip = {"get_int", "get_int_tuple", "get_str", "id_", "is_", "same_as"}
+    return {name: _to_python(getattr(attrs, name)) for name in dir(attrs)
+            if not name.startswith("_") and name not in skip}
 
 
 def _to_python(value: Any) -> Any:
-    if isinstance(value, (bool, int, float, str)):
+    if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if isinstance(value, tvm.DataType) if hasattr(tvm, "DataType") else False:
+        return str(value)
     if isinstance(value, (tirx.IntImm,)):
         return int(value.value)
     if isinstance(value, (tirx.FloatImm,)):
@@ -175,7 +178,7 @@ def function_params(func: Any) -> list[Any]:
 
 
 def var_name(var: Any) -> str:
-    return str(var.name_hint)
+    return str(var.name)
 
 
 def string_function(text: str) -> Any:

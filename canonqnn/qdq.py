@@ -20,6 +20,10 @@ from .qparams import QParams, check_scale
 
 QUANTIZE = "relax.quantize"
 DEQUANTIZE = "relax.dequantize"
+# Function attribute: names of the int8 variables holding shifted uint8 source data. Kernels
+# whose float arithmetic depends on the stored values (onnxruntime's uint8 QLinearAdd, ...)
+# read it to reproduce the source runtime exactly.
+UINT8_ATTR = "canonqnn.uint8_tensors"
 
 
 def _qparam_consts(qp: QParams) -> tuple[Any, Any]:

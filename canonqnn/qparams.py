@@ -129,14 +129,13 @@ def product_scale(a_scale: np.ndarray, b_scale: np.ndarray) -> np.ndarray:
 def accumulator_multiplier(
     x_scale: float, w_scale: np.ndarray, out_scale: float, alpha: float = 1.0
 ) -> np.ndarray:
-    """Per-channel float32 requant multiplier ``(x_scale * w_scale[c]) / out_scale``.
+    """Per-channel float32 requant multiplier ``f32(f32(f32(alpha * x_scale) * w_scale[c]) / y)``.
 
-    Evaluated left to right in float32, as onnxruntime's QLinearConv/QLinearMatMul do.
-    ``alpha`` (ONNX Gemm) multiplies after the product, before the division.
+    Evaluated in float32 in this order, as onnxruntime's QLinearConv/QLinearMatMul/QGemm do
+    (``alpha`` is ONNX Gemm's; with alpha 1 the first product is exact).
     """
-    m = product_scale(np.float32(x_scale), w_scale)
-    if alpha != 1.0:
-        m = (m * np.float32(alpha)).astype(np.float32)
+    xs = (np.float32(alpha) * np.float32(x_scale)).astype(np.float32)
+    m = product_scale(xs, w_scale)
     return (m / np.float32(out_scale)).astype(np.float32).reshape(-1)
 
 

@@ -1,6 +1,7 @@
 """Canonical int8 ops ``relax.canonqnn.*``: importing this package registers all of them."""
 
-from ._registry import REGISTRY, CanonicalOp, lookup
-from .conv import conv2d
+from . import conv, elementwise, matmul, movement, pool
+from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, lookup
 
-__all__ = ["REGISTRY", "CanonicalOp", "lookup", "conv2d"]
+__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "lookup", "conv", "elementwise",
+           "matmul", "movement", "pool"]

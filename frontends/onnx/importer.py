@@ -129,7 +129,9 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
         with bb.dataflow():
             for info, param in zip(inputs, params):
                 if info.dtype == "uint8":
-                    values[info.name] = ctx.value(qdq.uint8_to_int8(param), "uint8")
+                    ctx.node_output = info.name
+                    values[info.name] = Value(expr=ctx.emit_uint8(qdq.uint8_to_int8(param)),
+                                              onnx_dtype="uint8")
                 else:
                     values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
             try:
@@ -143,6 +145,7 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
         raise failure
     io = ModelIO(source="onnx", inputs=inputs, outputs=out_infos, rounding="rne_f32")
     mod = bb.get()
+    mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ctx.uint8_vars)
     return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
 
 
@@ -156,6 +159,7 @@ def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str,
                     raise InvalidModelError(f"input {input_name!r} is not produced before this "
                                             "node (graph not in topological order?)")
                 inputs.append(values[input_name] if input_name else None)
+            ctx.node_output = node.output[0] if node.output else name
             outs = _convert(ctx, node, inputs)
         except Unsupported as exc:
             raise unsupported_error([(name, node.op_type, str(exc))]) from None

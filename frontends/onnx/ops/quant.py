@@ -58,7 +58,9 @@ def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
 
 
 def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -> Value:
-    return Value(expr=ctx.emit(qdq.quantize(ctx.expr(y), qp)), onnx_dtype=onnx_dtype, qparams=qp)
+    q = qdq.quantize(ctx.expr(y), qp)
+    expr = ctx.emit_uint8(q) if onnx_dtype == "uint8" else ctx.emit(q)
+    return Value(expr=expr, onnx_dtype=onnx_dtype, qparams=qp)
 
 
 @onnx_op("DequantizeLinear")

@@ -1,0 +1,191 @@
+"""``canonqnn.add`` and ``canonqnn.mul``: int8 binary ops with numpy broadcasting.
+
+Rounding ``rne_f32`` reproduces onnxruntime's QLinearAdd (x86 AVX2/FMA kernel) and QLinearMul
+(SSE2 kernel) exactly. Their float arithmetic runs on the *stored* integers, so it depends on
+whether the source tensors were uint8: ``source_dtype="uint8"`` makes the op compute on
+``q + 128`` with zero points ``+ 128`` (the values onnxruntime's uint8 kernels see) and shift
+the result back; the real values are the same either way, only ties can round differently.
+
+add (o = 128 for uint8 sources, else 0; A = a + o, ZA = a_zp + o, ...):
+    rA = f32(a_scale / out_scale),  rB = f32(b_scale / out_scale)
+    fixed = f32(f32(ZC) - fma(rA, ZA, f32(rB * ZB)))
+    t = fma(A, rA, fma(B, rB, fixed))      (fma(B, rB, fma(A, rA, fixed)) when ``a`` is the
+                                             operand broadcast along the innermost moving axis)
+    y = clamp(RNE(t), act_min + o, act_max + o) - o
+mul:
+    ratio = f32(f32(a_scale * b_scale) / out_scale)
+    t = f32(f32(f32((a - a_zp) * (b - b_zp)) * ratio) + f32(ZC))
+    y = clamp(RNE(t), act_min + o, act_max + o) - o
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+from .._tvm import te, tirx
+from ..qparams import QParams
+from ._registry import CanonicalOp, register
+
+ATTRS = ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "act_min", "act_max",
+         "rounding", "source_dtype")
+F32 = np.float32
+
+
+def storage_offset(source_dtype: str) -> int:
+    return 128 if source_dtype == "uint8" else 0
+
+
+def a_is_span_scalar(a_shape, b_shape) -> bool:
+    """Whether onnxruntime's broadcaster feeds ``a`` as the scalar of each inner span."""
+    nd = max(len(a_shape), len(b_shape))
+    a = (1,) * (nd - len(a_shape)) + tuple(a_shape)
+    b = (1,) * (nd - len(b_shape)) + tuple(b_shape)
+    if int(np.prod(a)) == 1 and int(np.prod(b)) > 1:
+        return True
+    for da, db in zip(reversed(a), reversed(b)):
+        if max(da, db) > 1:
+            return da == 1 and db > 1
+    return False
+
+
+def fma_f32(a, b, c) -> np.ndarray:
+    """float32 fused multiply-add (one rounding), exact via a round-to-odd float64 sum."""
+    a, b, c = (np.asarray(v, F32).astype(np.float64) for v in (a, b, c))
+    p = a * b  # exact: 24 + 24 bits
+    s = p + c
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    s, err = np.broadcast_arrays(s, err)
+    s = np.array(s)
+    inexact_even = (err != 0) & ((s.view(np.uint64) & 1) == 0)
+    s = np.where(inexact_even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
+    return s.astype(F32)
+
+
+def _te_fma(a, b, c):
+    return tirx.call_llvm_pure_intrin("float32", "llvm.fma.f32", a, b, c)
+
+
+def _f(value: float):
+    return tirx.const(float(value), "float32")
+
+
+def _out_shape(call: Any) -> Any:
+    shape = np.broadcast_shapes(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
+    return _tvm.tensor_type(shape, "int8")
+
+
+def _add_constants(a: dict) -> tuple[np.float32, np.float32, np.float32]:
+    o = storage_offset(a["source_dtype"])
+    ra, rb = F32(F32(a["a_scale"]) / F32(a["out_scale"])), F32(F32(a["b_scale"]) / F32(a["out_scale"]))
+    fixed = F32(F32(a["out_zp"] + o) - fma_f32(ra, F32(a["a_zp"] + o), F32(rb * F32(a["b_zp"] + o))))
+    return ra, rb, fixed
+
+
+def add_reference(x, y, **a) -> np.ndarray:
+    o = storage_offset(a["source_dtype"])
+    ra, rb, fixed = _add_constants(a)
+    xf, yf = (x.astype(np.int32) + o).astype(F32), (y.astype(np.int32) + o).astype(F32)
+    if a_is_span_scalar(x.shape, y.shape):
+        t = fma_f32(yf, rb, fma_f32(xf, ra, fixed))
+    else:
+        t = fma_f32(xf, ra, fma_f32(yf, rb, fixed))
+    return _round_clamp(t, a, o)
+
+
+def _round_clamp(t: np.ndarray, a: dict, o: int) -> np.ndarray:
+    t = np.clip(t, F32(a["act_min"] + o), F32(a["act_max"] + o))
+    return (np.rint(t).astype(np.int32) - o).astype(np.int8)
+
+
+def _te_round_clamp(t, a: dict, o: int):
+    t = te.max(te.min(t, _f(a["act_max"] + o)), _f(a["act_min"] + o))
+    return (tirx.round(t).astype("int32") - o).astype("int8")
+
+
+def _broadcast_compute(name: str, elem):
+    """A TE broadcast of ``elem(x_value, y_value)`` over two int8 tensors."""
+
+    def compute(x, y):
+        shape = [int(d) for d in np.broadcast_shapes(tuple(int(d) for d in x.shape),
+                                                     tuple(int(d) for d in y.shape))]
+
+        def index(t, idx):
+            off = len(idx) - len(t.shape)
+            return t(*[0 if int(t.shape[i]) == 1 else idx[off + i] for i in range(len(t.shape))])
+
+        return te.compute(shape, lambda *idx: elem(index(x, idx), index(y, idx)), name=name)
+
+    return compute
+
+
+def _add_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    o = storage_offset(a["source_dtype"])
+    ra, rb, fixed = (_f(v) for v in _add_constants(a))
+    a_first = not a_is_span_scalar(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
+
+    def elem(xv, yv):
+        xf, yf = (xv.astype("int32") + o).astype("float32"), (yv.astype("int32") + o).astype("float32")
+        if a_first:
+            t = _te_fma(xf, ra, _te_fma(yf, rb, fixed))
+        else:
+            t = _te_fma(yf, rb, _te_fma(xf, ra, fixed))
+        return _te_round_clamp(t, a, o)
+
+    return bb.call_te(_broadcast_compute("add", elem), call.args[0], call.args[1],
+                      primfunc_name_hint="canonqnn_add")
+
+
+def _mul_ratio(a: dict) -> np.float32:
+    return F32(F32(F32(a["a_scale"]) * F32(a["b_scale"])) / F32(a["out_scale"]))
+
+
+def mul_reference(x, y, **a) -> np.ndarray:
+    o = storage_offset(a["source_dtype"])
+    p = (x.astype(np.int32) - a["a_zp"]) * (y.astype(np.int32) - a["b_zp"])
+    t = ((p.astype(F32) * _mul_ratio(a)).astype(F32) + F32(a["out_zp"] + o)).astype(F32)
+    return _round_clamp(t, a, o)
+
+
+def _mul_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    o = storage_offset(a["source_dtype"])
+    ratio = _f(_mul_ratio(a))
+
+    def elem(xv, yv):
+        p = (xv.astype("int32") - a["a_zp"]) * (yv.astype("int32") - a["b_zp"])
+        return _te_round_clamp(p.astype("float32") * ratio + _f(a["out_zp"] + o), a, o)
+
+    return bb.call_te(_broadcast_compute("mul", elem), call.args[0], call.args[1],
+                      primfunc_name_hint="canonqnn_mul")
+
+
+ADD = register(CanonicalOp(
+    name="add",
+    summary="int8 + int8 -> int8 with broadcasting (onnxruntime QLinearAdd arithmetic)",
+    args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_add_legalize,
+    reference=add_reference,
+    constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
+    family="elementwise",
+))
+
+MUL = register(CanonicalOp(
+    name="mul",
+    summary="int8 * int8 -> int8 with broadcasting (onnxruntime QLinearMul arithmetic)",
+    args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_mul_legalize,
+    reference=mul_reference,
+    constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
+    family="elementwise",
+))
+
+def binary(op: CanonicalOp, a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
+           *, act=(-128, 127), source_dtype: str = "int8", rounding: str = "rne_f32") -> Any:
+    """Build ``canonqnn.add`` / ``canonqnn.mul``."""
+    return op.call([a_q, b_q], dict(
+        a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, b_scale=b_qp.scalar_scale,
+        b_zp=b_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
+        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding, source_dtype=source_dtype))

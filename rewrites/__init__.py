@@ -1,0 +1,33 @@
+"""Rewrite rules: fake-quant chains -> canonical ``relax.canonqnn.*`` ops.
+
+    mod, report = canonqnn.rewrites.canonicalize(fq_mod)
+
+Phases run in order, each to a fixed point; within a phase the first listed rule that matches
+wins. Rules import only the canonqnn core.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import compute, elementwise, movement, pool
+from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
+
+DEFAULT_PHASES = (
+    Phase("compute", compute.RULES),
+    Phase("elementwise_pool_movement", elementwise.RULES + pool.RULES + movement.RULES[:3]),
+    Phase("requantize", movement.RULES[3:]),
+)
+
+
+def canonicalize(mod: Any, phases: tuple[Phase, ...] = DEFAULT_PHASES) -> tuple[Any, Report]:
+    """Fold every fake-quant chain a rule covers; returns the module and a ``Report``."""
+    return run_phases(mod, phases)
+
+
+def rules() -> list[Rule]:
+    return [rule for phase in DEFAULT_PHASES for rule in phase.rules]
+
+
+__all__ = ["DEFAULT_PHASES", "Decline", "FloatIsland", "Phase", "Report", "Rule",
+           "canonicalize", "rules"]

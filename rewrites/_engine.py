@@ -1,0 +1,246 @@
+"""The rewrite engine: ordered phases of rules applied by one linear walk each.
+
+A rule is ``fn(ctx, call) -> new_expr | Decline | None`` keyed by the op of the call it starts
+from (usually ``relax.quantize``). ``None`` means "not my pattern"; ``Decline`` means "my
+pattern, but it cannot fold", with the reason and the float op it concerns: those become the
+Report's float islands. The walk is a ``PyExprMutator`` (TVM's DPL rewriters are quadratic in
+graph size) followed by a linear dead-binding sweep.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from canonqnn import _tvm
+from canonqnn._tvm import relax
+from canonqnn.ops import lookup
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, UINT8_ATTR
+
+MAX_ITERATIONS = 8
+
+
+@dataclass(frozen=True)
+class Decline:
+    """A rule recognised its pattern but cannot fold it: ``reason``, at float op ``at``."""
+
+    reason: str
+    at: Any = None
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    root: str
+    fn: Callable[[Context, Any], Any]
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
+class FloatIsland:
+    op: str
+    var: str
+    reason: str
+
+
+@dataclass
+class Report:
+    """What canonicalization did: folds per rule, and every float op left, with the reason."""
+
+    counts: Counter = field(default_factory=Counter)
+    float_islands: list[FloatIsland] = field(default_factory=list)
+    canonical_ops: Counter = field(default_factory=Counter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rules": dict(self.counts),
+            "canonical_ops": dict(self.canonical_ops),
+            "float_islands": [{"op": i.op, "var": i.var, "reason": i.reason}
+                              for i in self.float_islands],
+        }
+
+    def summary(self) -> str:
+        lines = ["canonical ops: " + (", ".join(f"{k} x{v}" for k, v in
+                                                sorted(self.canonical_ops.items())) or "none")]
+        lines.append("rules fired: " + (", ".join(f"{k} x{v}" for k, v in
+                                                 sorted(self.counts.items())) or "none"))
+        if self.float_islands:
+            lines.append(f"float islands ({len(self.float_islands)}):")
+            lines += [f"  {i.var} = {i.op}: {i.reason}" for i in self.float_islands]
+        else:
+            lines.append("float islands: none")
+        return "\n".join(lines)
+
+
+class Context:
+    """What rules see: bindings (already rewritten), use counts, an emitter."""
+
+    def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str]) -> None:
+        self._mutator = mutator
+        self._uses = uses
+        self._uint8 = uint8_tensors
+        self.binding_var: Any = None  # the variable whose value is being rewritten
+
+    def source_dtype(self, var: Any | None = None) -> str:
+        """``"uint8"`` when the int8 tensor bound to ``var`` (default: the binding being
+        rewritten) holds uint8 data of the source model, shifted by -128."""
+        var = self.binding_var if var is None else var
+        return "uint8" if isinstance(var, relax.Var) and _tvm.var_name(var) in self._uint8 \
+            else "int8"
+
+    def value(self, expr: Any) -> Any:
+        """The expression bound to ``expr`` if it is a variable bound in this function."""
+        if isinstance(expr, relax.Var):
+            bound = self._mutator.lookup_binding(expr)
+            if bound is not None:
+                return bound
+        return expr
+
+    def call(self, expr: Any, *ops: str) -> Any:
+        """The call bound to ``expr`` when it invokes one of ``ops``, else None."""
+        value = self.value(expr)
+        return value if _tvm.op_name(value) in ops else None
+
+    def single_use(self, expr: Any) -> bool:
+        return not isinstance(expr, relax.Var) or self._uses[expr] <= 1
+
+    def emit(self, expr: Any) -> Any:
+        return self._mutator.builder_.emit(expr)
+
+
+@relax.expr_functor.mutator
+class _PhaseMutator(relax.expr_functor.PyExprMutator):
+    def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter,
+                 uint8_tensors: frozenset[str]) -> None:
+        super().__init__(mod)
+        self.rules = rules
+        self.ctx = Context(self, uses, uint8_tensors)
+        self.fired: Counter = Counter()
+        self.declines: dict[Any, str] = {}
+
+    def visit_var_binding_(self, binding: Any) -> None:
+        self.ctx.binding_var = binding.var
+        super().visit_var_binding_(binding)
+
+    def visit_call_(self, call: Any) -> Any:
+        call = self.visit_expr_post_order(call)
+        for rule in self.rules.get(_tvm.op_name(call) or "", ()):
+            result = rule.fn(self.ctx, call)
+            if result is None:
+                continue
+            if isinstance(result, Decline):
+                if result.at is not None:
+                    self.declines.setdefault(result.at, f"{rule.name}: {result.reason}")
+                continue
+            self.fired[rule.name] += 1
+            return result
+        return call
+
+
+def uint8_tensors(func: Any) -> frozenset[str]:
+    """Names of the int8 variables that hold shifted uint8 data (set by frontends)."""
+    attrs = func.attrs
+    if attrs is None or UINT8_ATTR not in attrs:
+        return frozenset()
+    return frozenset(str(n) for n in attrs[UINT8_ATTR])
+
+
+def count_uses(func: Any) -> Counter:
+    uses: Counter = Counter()
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            for var in ([value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value)):
+                uses[var] += 1
+    for var in relax.analysis.free_vars(func.body.body):
+        uses[var] += 1
+    return uses
+
+
+def remove_dead_bindings(func: Any) -> Any:
+    """Drop unused dataflow bindings in one reverse walk (linear, unlike remove_all_unused)."""
+    seq = func.body
+    live = set(relax.analysis.free_vars(seq.body))
+    blocks = []
+    for block in reversed(list(seq.blocks)):
+        kept = []
+        for binding in reversed(list(block.bindings)):
+            if isinstance(block, relax.DataflowBlock) and isinstance(binding.var, relax.DataflowVar) \
+                    and binding.var not in live:
+                continue
+            kept.append(binding)
+            value = binding.value
+            live.update([value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value))
+        blocks.append(type(block)(kept[::-1]))
+    new = relax.Function(func.params, relax.SeqExpr(blocks[::-1], seq.body), func.ret_ty,
+                         func.is_pure, func.attrs)
+    return relax.BlockBuilder().normalize(new)
+
+
+def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[Any, int]:
+    rules: dict[str, list[Rule]] = {}
+    for rule in phase.rules:
+        rules.setdefault(rule.root, []).append(rule)
+    fired = 0
+    for gv, func in list(mod.functions_items()):
+        if not isinstance(func, relax.Function):
+            continue
+        mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func))
+        new = mutator.visit_expr(func)
+        mod[gv] = remove_dead_bindings(new)
+        report.counts.update(mutator.fired)
+        fired += sum(mutator.fired.values())
+        for var, reason in mutator.declines.items():
+            declines[var] = reason
+    return mod, fired
+
+
+def run_phases(mod: Any, phases: tuple[Phase, ...]) -> tuple[Any, Report]:
+    report = Report()
+    declines: dict[Any, str] = {}
+    mod = _copy_module(mod)
+    for phase in phases:
+        for _ in range(MAX_ITERATIONS):
+            mod, fired = _run_phase(mod, phase, report, declines)
+            if not fired:
+                break
+    _collect(mod, report, declines)
+    return mod, report
+
+
+def _copy_module(mod: Any) -> Any:
+    import tvm
+
+    return tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+
+
+BOUNDARY_OPS = (QUANTIZE, DEQUANTIZE)
+
+
+def _collect(mod: Any, report: Report, declines: dict[Any, str]) -> None:
+    """Count canonical ops and list every float op left, with the best known reason."""
+    for _, func in mod.functions_items():
+        if not isinstance(func, relax.Function):
+            continue
+        for block in func.body.blocks:
+            for binding in block.bindings:
+                value = binding.value
+                canonical = lookup(value)
+                if canonical is not None:
+                    report.canonical_ops[canonical.name] += 1
+                    continue
+                name = _tvm.op_name(value)
+                if name is None or name in BOUNDARY_OPS:
+                    continue
+                if _tvm.is_tensor(binding.var) and _tvm.dtype_of(binding.var).startswith("float"):
+                    reason = declines.get(binding.var, f"no rule folds {name} into a canonical op")
+                    report.float_islands.append(
+                        FloatIsland(name, _tvm.var_name(binding.var), reason))

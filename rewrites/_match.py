@@ -1,0 +1,79 @@
+"""Matching helpers shared by the rules: dequantized operands, activations, output params."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from canonqnn import _tvm
+from canonqnn.qdq import DEQUANTIZE, QdqCall, read_dequantize, read_quantize
+from canonqnn.qparams import INT8_MAX, INT8_MIN, QParams, activation_bounds
+
+from ._engine import Context, Decline
+
+RELU, CLIP = "relax.nn.relu", "relax.clip"
+
+
+def dequantized(ctx: Context, expr: Any) -> QdqCall | None:
+    """``(int8 operand, qparams)`` when ``expr`` is bound to a dequantize of an int8 tensor."""
+    call = ctx.call(expr, DEQUANTIZE)
+    if call is None:
+        return None
+    parsed = read_dequantize(call)
+    if parsed is None or parsed.qparams.dtype not in ("int8", "int32"):
+        return None
+    return parsed
+
+
+def output(call: Any) -> QdqCall | None:
+    """The float operand and parameters of a per-tensor int8 (or int32) quantize root."""
+    parsed = read_quantize(call)
+    if parsed is None or not parsed.qparams.per_tensor:
+        return None
+    return parsed
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A float relu/clip chain stripped from below a quantize: real-valued bounds."""
+
+    lo: float = -math.inf
+    hi: float = math.inf
+
+    def bounds(self, out_qp: QParams) -> tuple[int, int]:
+        return activation_bounds(self.lo if math.isfinite(self.lo) else None,
+                                 self.hi if math.isfinite(self.hi) else None, out_qp)
+
+    @property
+    def none(self) -> bool:
+        return self.lo == -math.inf and self.hi == math.inf
+
+
+def strip_activation(ctx: Context, expr: Any) -> tuple[Any, Activation]:
+    """Peel single-use relu/clip ops off ``expr``; returns what they applied to."""
+    lo, hi = -math.inf, math.inf
+    while ctx.single_use(expr):
+        value = ctx.value(expr)
+        name = _tvm.op_name(value)
+        if name == RELU:
+            lo = max(lo, 0.0)
+        elif name == CLIP and _tvm.dtype_of(value.args[0]).startswith("float"):
+            lo = max(lo, _tvm.scalar_arg(value.args[1]))
+            hi = min(hi, _tvm.scalar_arg(value.args[2]))
+        else:
+            break
+        expr = value.args[0]
+    return expr, Activation(lo, hi)
+
+
+def per_tensor_int8(parsed: QdqCall, what: str, at: Any) -> Decline | None:
+    qp = parsed.qparams
+    if qp.dtype != "int8":
+        return Decline(f"{what} is {qp.dtype}, not int8", at)
+    if not qp.per_tensor:
+        return Decline(f"{what} is quantized per channel (axis {qp.axis}); per tensor required", at)
+    return None
+
+
+FULL_RANGE = (INT8_MIN, INT8_MAX)

@@ -1,0 +1,109 @@
+"""Fold quantized data movement and requantization.
+
+    q(reshape(dq(x)))        -> canonqnn.reshape [-> requantize]
+    q(permute_dims(dq(x)))   -> canonqnn.transpose [-> requantize]
+    q(concat(dq(x_i)...))    -> canonqnn.concat
+    q(act(dq(x)))            -> x (same parameters) | canonqnn.requantize
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from canonqnn import _tvm
+from canonqnn.ops import movement
+from canonqnn.qdq import QUANTIZE
+
+from ._engine import Context, Decline, Rule
+from ._match import FULL_RANGE, dequantized, output, per_tensor_int8, strip_activation
+
+RESHAPE, PERMUTE, CONCAT = "relax.reshape", "relax.permute_dims", "relax.concat"
+
+
+def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=FULL_RANGE):
+    """``moved`` (int8, parameters ``in_qp``) re-expressed with ``out_qp``."""
+    if in_qp.same_as(out_qp) and bounds == FULL_RANGE:
+        return moved
+    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds)
+
+
+def _unary_move(ctx: Context, call: Any, op: str):
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    inner = ctx.call(out.operand, op)
+    if inner is None:
+        return None
+    at = out.operand
+    if not ctx.single_use(at):
+        return Decline("the float result has other users", at)
+    x = dequantized(ctx, inner.args[0])
+    if x is None:
+        return Decline("input is not dequantized from int8", at)
+    if (why := per_tensor_int8(x, "input", at)) is not None:
+        return why
+    return out, inner, x
+
+
+def fold_reshape(ctx: Context, call: Any):
+    m = _unary_move(ctx, call, RESHAPE)
+    if not isinstance(m, tuple):
+        return m
+    out, inner, x = m
+    moved = movement.reshape(x.operand, _tvm.shape_of(inner), x.qparams)
+    return _finish(ctx, moved, x.qparams, out.qparams)
+
+
+def fold_transpose(ctx: Context, call: Any):
+    m = _unary_move(ctx, call, PERMUTE)
+    if not isinstance(m, tuple):
+        return m
+    out, inner, x = m
+    axes = _tvm.attrs_dict(inner).get("axes")
+    rank = len(_tvm.shape_of(x.operand))
+    axes = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
+    moved = movement.transpose(x.operand, axes, x.qparams)
+    return _finish(ctx, moved, x.qparams, out.qparams)
+
+
+def fold_concat(ctx: Context, call: Any):
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    inner = ctx.call(out.operand, CONCAT)
+    if inner is None:
+        return None
+    at = out.operand
+    if not ctx.single_use(at):
+        return Decline("the float result has other users", at)
+    fields = ctx.value(inner.args[0])
+    parts = [dequantized(ctx, f) for f in getattr(fields, "fields", [])]
+    if not parts or any(p is None for p in parts):
+        return Decline("an input is not dequantized from int8", at)
+    for i, parsed in enumerate(parts):
+        if (why := per_tensor_int8(parsed, f"input {i}", at)) is not None:
+            return why
+    axis = int(_tvm.attrs_dict(inner)["axis"]) % len(_tvm.shape_of(parts[0].operand))
+    return movement.concat([p.operand for p in parts], [p.qparams for p in parts],
+                           out.qparams, axis)
+
+
+def fold_requantize(ctx: Context, call: Any):
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    y, act = strip_activation(ctx, out.operand)
+    x = dequantized(ctx, y)
+    if x is None:
+        return None
+    if (why := per_tensor_int8(x, "input", y)) is not None:
+        return why
+    return _finish(ctx, x.operand, x.qparams, out.qparams, act.bounds(out.qparams))
+
+
+RULES = (
+    Rule("reshape", QUANTIZE, fold_reshape, "q(reshape(dq x)) -> canonqnn.reshape"),
+    Rule("transpose", QUANTIZE, fold_transpose, "q(permute_dims(dq x)) -> canonqnn.transpose"),
+    Rule("concat", QUANTIZE, fold_concat, "q(concat(dq x_i ...)) -> canonqnn.concat"),
+    Rule("requantize", QUANTIZE, fold_requantize, "q(act(dq x)) -> x | canonqnn.requantize"),
+)

@@ -1,0 +1,100 @@
+"""Fold quantized pooling.
+
+    q(act(avg_pool2d(dq(x))))                   -> canonqnn.avg_pool2d
+      (a window covering the whole unpadded input -> canonqnn.global_avg_pool2d)
+    q(act(mean(dq(x), axis=[2, 3])))             -> canonqnn.global_avg_pool2d [-> reshape]
+    q(max_pool2d(dq(x)))                         -> canonqnn.max_pool2d [-> requantize]
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from canonqnn import _tvm
+from canonqnn.ops import movement, pool
+
+from canonqnn.qdq import QUANTIZE
+
+from ._engine import Context, Decline, Rule
+from ._match import dequantized, output, per_tensor_int8, strip_activation
+
+AVG, MEAN, MAX = "relax.nn.avg_pool2d", "relax.mean", "relax.nn.max_pool2d"
+
+
+def _single_input(ctx: Context, call: Any, op: str):
+    """``(out, act, pool_call, x, at)`` for q(act(op(dq(x)))), or a Decline / None."""
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    y, act = strip_activation(ctx, out.operand)
+    inner = ctx.call(y, op)
+    if inner is None:
+        return None
+    if not ctx.single_use(y):
+        return Decline("the float result has other users", y)
+    x = dequantized(ctx, inner.args[0])
+    if x is None:
+        return Decline("input is not dequantized from int8", y)
+    if (why := per_tensor_int8(x, "input", y)) is not None:
+        return why
+    return out, act, inner, x, y
+
+
+def fold_avg_pool(ctx: Context, call: Any):
+    m = _single_input(ctx, call, AVG)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, x, at = m
+    a = _tvm.attrs_dict(inner)
+    if a["layout"] != "NCHW" or a["out_layout"] != "NCHW":
+        return Decline(f"layout {a['layout']} is not NCHW", at)
+    if any(d != 1 for d in a["dilation"]):
+        return Decline("dilated average pooling", at)
+    bounds = act.bounds(out.qparams)
+    _, _, h, w = _tvm.shape_of(x.operand)
+    if list(a["pool_size"]) == [h, w] and not any(a["padding"]):
+        return pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, bounds)
+    return pool.avg_pool2d(x.operand, x.qparams, out.qparams, pool_size=a["pool_size"],
+                           strides=a["strides"], padding=a["padding"], ceil_mode=a["ceil_mode"],
+                           count_include_pad=a["count_include_pad"], act=bounds,
+                           source_dtype=ctx.source_dtype())
+
+
+def fold_mean(ctx: Context, call: Any):
+    m = _single_input(ctx, call, MEAN)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, x, at = m
+    a = _tvm.attrs_dict(inner)
+    shape = _tvm.shape_of(x.operand)
+    if len(shape) != 4 or sorted(int(i) % 4 for i in a["axis"]) != [2, 3]:
+        return Decline(f"mean over axes {a['axis']} (only H, W of NCHW fold)", at)
+    pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, act.bounds(out.qparams))
+    if a["keepdims"]:
+        return pooled
+    return movement.reshape(ctx.emit(pooled), shape[:2], out.qparams)
+
+
+def fold_max_pool(ctx: Context, call: Any):
+    m = _single_input(ctx, call, MAX)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, x, at = m
+    a = _tvm.attrs_dict(inner)
+    if a["layout"] != "NCHW" or a["out_layout"] != "NCHW":
+        return Decline(f"layout {a['layout']} is not NCHW", at)
+    pooled = movement.max_pool2d(x.operand, x.qparams, pool_size=a["pool_size"],
+                                 strides=a["strides"], padding=a["padding"],
+                                 dilation=a["dilation"], ceil_mode=a["ceil_mode"])
+    bounds = act.bounds(out.qparams)
+    if x.qparams.same_as(out.qparams) and bounds == (-128, 127):
+        return pooled
+    return movement.requantize(ctx.emit(pooled), x.qparams, out.qparams, bounds)
+
+
+RULES = (
+    Rule("avg_pool2d", QUANTIZE, fold_avg_pool, "q(act(avg_pool2d(dq x))) -> canonqnn.avg_pool2d"),
+    Rule("global_avg_pool2d", QUANTIZE, fold_mean,
+         "q(act(mean(dq x, axis=[2, 3]))) -> canonqnn.global_avg_pool2d"),
+    Rule("max_pool2d", QUANTIZE, fold_max_pool, "q(max_pool2d(dq x)) -> canonqnn.max_pool2d"),
+)
