@@ -105,8 +105,14 @@ def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any]) -> Tensor
 
 
 def load(model: str | os.PathLike | bytes | onnx.ModelProto,
-         input_shapes: dict[str, Any] | None = None) -> Any:
-    """Import an ONNX model (path, bytes or ModelProto) into the fake-quant Relax form."""
+         input_shapes: dict[str, Any] | None = None,
+         bind: dict[str, np.ndarray] | None = None) -> Any:
+    """Import an ONNX model (path, bytes or ModelProto) into the fake-quant Relax form.
+
+    ``input_shapes`` fixes dynamic input dimensions; ``bind`` turns graph inputs into
+    constants (e.g. scales and zero points a model takes at run time, which canonqnn needs
+    at compile time).
+    """
     proto, base_dir = read_model(model)
     graph = proto.graph
     opset = default_opset(proto)
@@ -119,6 +125,12 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
                                       onnx_dtype=dtype_name(init.data_type))
         except Exception as exc:  # noqa: BLE001  (corrupt tensor data)
             raise InvalidModelError(f"initializer {init.name!r} cannot be read: {exc}") from None
+    for name, array in (bind or {}).items():
+        vi = next((v for v in graph.input if v.name == name), None)
+        if vi is None:
+            raise InvalidModelError(f"cannot bind {name!r}: the model has no such input")
+        values[name] = Value(const=np.asarray(array, dtype=dtype_name(vi.type.tensor_type.elem_type)),
+                             onnx_dtype=dtype_name(vi.type.tensor_type.elem_type))
     inputs = [_input_info(vi, input_shapes or {}) for vi in graph.input if vi.name not in values]
 
     bb = _tvm.BlockBuilder()
