@@ -7,6 +7,9 @@ Everything else in canonqnn goes through these helpers, so a TVM upgrade edits t
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
 import types
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -189,8 +192,12 @@ def string_function(text: str) -> Any:
     return bb.get()["f"]
 
 
+def copy_module(mod: Any) -> Any:
+    return tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+
+
 def with_function(mod: Any, name: str, func: Any) -> Any:
-    mod = tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
+    mod = copy_module(mod)
     gv = tvm.ir.GlobalVar(name)
     mod[gv] = func.with_attr("global_symbol", name)
     return mod
@@ -227,8 +234,28 @@ def virtual_machine(executable_or_module: Any) -> Any:
     return relax.VirtualMachine(executable_or_module, tvm.cpu())
 
 
+@contextlib.contextmanager
+def quiet_native_log():
+    """Silence TVM's C++ log lines (VM export/load prints one warning per function)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def export_library(executable: Any, path: str) -> None:
+    with quiet_native_log():
+        executable.export_library(path)
+
+
 def load_library(path: str) -> Any:
-    return tvm.runtime.load_module(path)
+    with quiet_native_log():
+        return tvm.runtime.load_module(path)
 
 
 def to_device(array: np.ndarray) -> Any:

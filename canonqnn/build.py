@@ -66,7 +66,7 @@ class Built:
     def export(self, path: str | os.PathLike) -> str:
         """Write a shared library (``tvm.runtime.load_module`` loads it)."""
         path = os.fspath(path)
-        self.module.export_library(path)
+        _tvm.export_library(self.module, path)
         return path
 
 

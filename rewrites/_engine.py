@@ -206,7 +206,7 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[
 def run_phases(mod: Any, phases: tuple[Phase, ...]) -> tuple[Any, Report]:
     report = Report()
     declines: dict[Any, str] = {}
-    mod = _copy_module(mod)
+    mod = _tvm.copy_module(mod)
     for phase in phases:
         for _ in range(MAX_ITERATIONS):
             mod, fired = _run_phase(mod, phase, report, declines)
@@ -214,12 +214,6 @@ def run_phases(mod: Any, phases: tuple[Phase, ...]) -> tuple[Any, Report]:
                 break
     _collect(mod, report, declines)
     return mod, report
-
-
-def _copy_module(mod: Any) -> Any:
-    import tvm
-
-    return tvm.IRModule(dict(mod.functions_items()), attrs=mod.attrs)
 
 
 BOUNDARY_OPS = (QUANTIZE, DEQUANTIZE)

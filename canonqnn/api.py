@@ -1,0 +1,204 @@
+"""The user-level flow: load any supported model file, and parity against its source runtime.
+
+This is the layer above the core that knows formats and rules (``canonqnn.frontends``,
+``canonqnn.rewrites``); the CLI is a thin shell over it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import _tvm
+from .build import build
+from .errors import CanonqnnError, InvalidModelError, ParityError
+from .io import ModelIO, module_io
+
+# onnxruntime settings parity compares against; see docs/parity.md for why.
+ORT_CONFIG = {"session.qdqisint8allowed": "1", "session.x64quantprecision": "1"}
+
+
+def load(model: Any, **options: Any) -> Any:
+    """A fake-quant module from an ONNX model, or a saved canonqnn module (``.json``)."""
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
+        return load_module(model)
+    from .frontends import onnx as onnx_frontend
+
+    return onnx_frontend.load(model, **options)
+
+
+def save_module(mod: Any, path: str | os.PathLike) -> None:
+    with open(path, "w") as f:
+        f.write(_tvm.save_json(mod))
+
+
+def load_module(path: str | os.PathLike) -> Any:
+    from . import ops  # noqa: F401  (canonical ops must be registered before parsing)
+
+    try:
+        with open(path) as f:
+            return _tvm.load_json(f.read())
+    except FileNotFoundError:
+        raise InvalidModelError(f"{path}: no such file") from None
+    except Exception as exc:  # noqa: BLE001
+        raise InvalidModelError(f"{path}: not a canonqnn module file ({exc})") from None
+
+
+# ---------------------------------------------------------------- parity
+@dataclass
+class OutputParity:
+    name: str
+    exact_fraction: float
+    max_abs_diff: float  # in units of the output's quantization step (LSB)
+    elements: int
+
+
+@dataclass
+class ParityResult:
+    outputs: list[OutputParity]
+    canonical_ops: dict[str, int]
+    float_islands: list[dict[str, str]]
+    reference: str
+    target: str
+    runs: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        return all(o.exact_fraction == 1.0 for o in self.outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outputs": [o.__dict__ for o in self.outputs],
+            "canonical_ops": self.canonical_ops,
+            "float_islands": self.float_islands,
+            "reference": self.reference,
+            "target": self.target,
+            "runs": self.runs,
+            "exact": self.exact,
+        }
+
+    def summary(self) -> str:
+        lines = [f"reference: {self.reference}", f"target: {self.target}",
+                 f"runs: {self.runs}"]
+        for o in self.outputs:
+            lines.append(f"output {o.name}: exact {100 * o.exact_fraction:.4f}% of "
+                         f"{o.elements} values, max |diff| {o.max_abs_diff:g} LSB")
+        lines.append("canonical ops: " + (", ".join(f"{k} x{v}" for k, v in
+                                                    sorted(self.canonical_ops.items())) or "none"))
+        if self.float_islands:
+            lines.append(f"float islands ({len(self.float_islands)}):")
+            lines += [f"  {i['op']}: {i['reason']}" for i in self.float_islands]
+        else:
+            lines.append("float islands: none")
+        lines.append("PARITY: " + ("bit-exact" if self.exact else "DIFFERS"))
+        return "\n".join(lines)
+
+
+def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs of the right dtype and shape: N(0, 1) floats, full-range integers."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for info in io.inputs:
+        if info.dtype.startswith("float"):
+            out[info.name] = rng.standard_normal(info.shape).astype(info.dtype)
+        else:
+            limits = np.iinfo(info.dtype)
+            lo, hi = max(limits.min, -128), min(limits.max, 255)
+            out[info.name] = rng.integers(lo, hi + 1, info.shape).astype(info.dtype)
+    return out
+
+
+def ort_session(model: Any) -> tuple[Any, str]:
+    """An onnxruntime CPU session with the settings canonqnn's rounding reproduces.
+
+    ``session.x64quantprecision`` keeps x86 u8s8 kernels from saturating int16 pair sums;
+    onnxruntime has no s8s8 kernels under it, so models it cannot load run without it.
+    """
+    import onnxruntime as ort
+
+    from .frontends.onnx import read_model
+
+    proto, _ = read_model(model)
+    proto = _ir10(proto)
+    errors = []
+    for config in (ORT_CONFIG, {"session.qdqisint8allowed": "1"}):
+        so = ort.SessionOptions()
+        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        for key, value in config.items():
+            so.add_session_config_entry(key, value)
+        try:
+            session = ort.InferenceSession(proto.SerializeToString(), so,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001  (onnxruntime raises its own types)
+            errors.append(str(exc).splitlines()[0])
+            continue
+        settings = ", ".join(f"{k}={v}" for k, v in config.items())
+        return session, f"onnxruntime {ort.__version__} CPU, ORT_ENABLE_ALL, {settings}"
+    raise ParityError("onnxruntime cannot run this model: " + "; ".join(errors))
+
+
+def _ir10(proto: Any) -> Any:
+    if proto.ir_version > 10:
+        import onnx
+
+        copy = onnx.ModelProto()
+        copy.CopyFrom(proto)
+        copy.ir_version = 10
+        return copy
+    return proto
+
+
+def _compare(name: str, ref: np.ndarray, got: np.ndarray, lsb: float | None) -> tuple[int, float]:
+    if ref.shape != got.shape:
+        raise ParityError(f"output {name!r}: shape {got.shape} differs from onnxruntime's "
+                          f"{ref.shape}")
+    diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
+    if lsb:
+        diff = diff / lsb
+    return int(np.sum(ref == got)), float(diff.max()) if diff.size else 0.0
+
+
+def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
+           *, runs: int = 3, seed: int = 0, target: Any = None) -> ParityResult:
+    """Run onnxruntime and the canonical TVM build on the same inputs and compare outputs.
+
+    ``inputs``: one dict (or a list of dicts) keyed by input name; default ``runs`` seeded
+    random inputs.
+    """
+    from .rewrites import canonicalize
+
+    session, reference = ort_session(model)
+    mod, report = canonicalize(load(model))
+    built = build(mod, target)
+    io = module_io(mod)
+    if io is None:
+        raise CanonqnnError("module has no recorded interface")
+    if inputs is None:
+        feeds = [random_inputs(io, seed + i) for i in range(runs)]
+    else:
+        feeds = [inputs] if isinstance(inputs, dict) else list(inputs)
+    same = {o.name: 0 for o in io.outputs}
+    worst = {o.name: 0.0 for o in io.outputs}
+    total = {o.name: 0 for o in io.outputs}
+    for feed in feeds:
+        got = built.run(feed)
+        refs = session.run([o.name for o in io.outputs], feed)
+        for info, ref in zip(io.outputs, refs):
+            n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
+            same[info.name] += n_same
+            total[info.name] += int(np.asarray(ref).size)
+            worst[info.name] = max(worst[info.name], max_diff)
+    outputs = [OutputParity(o.name, same[o.name] / max(total[o.name], 1), worst[o.name],
+                            total[o.name]) for o in io.outputs]
+    islands = [{"op": i.op, "var": i.var, "reason": i.reason} for i in report.float_islands]
+    return ParityResult(outputs, dict(report.canonical_ops), islands, reference, built.target,
+                        len(feeds))
+
+
+def to_json_text(result: ParityResult) -> str:
+    return json.dumps(result.to_json(), indent=2)

@@ -1,0 +1,190 @@
+"""``canonqnn`` command line: convert, build, run, inspect, parity, ops, demo.
+
+Errors print as ``canonqnn: error: <message>`` (no traceback) and exit with status 2;
+``parity`` exits 1 when an output differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+
+from .errors import CanonqnnError
+
+EXIT_ERROR, EXIT_DIFFERS = 2, 1
+
+
+def _parse_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray] | None:
+    """``NAME=FILE.npy`` pairs and/or ``FILE.npz`` archives keyed by input name."""
+    if not items:
+        return None
+    feeds: dict[str, np.ndarray] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep:
+            path, name = item, ""
+        if not os.path.isfile(path):
+            raise CanonqnnError(f"input file {path!r} not found")
+        if path.endswith(".npz"):
+            with np.load(path) as archive:
+                feeds.update({k: archive[k] for k in archive.files})
+        else:
+            if not name:
+                raise CanonqnnError(f"give the input name for {path!r} as NAME={path}")
+            feeds[name] = np.load(path)
+    return feeds
+
+
+def _canonical(model: str):
+    from .api import load
+    from .rewrites import canonicalize
+
+    mod = load(model)
+    if model.endswith(".json"):
+        from .rewrites import Report
+
+        return mod, Report()
+    return canonicalize(mod)
+
+
+def cmd_convert(args) -> int:
+    from . import _tvm
+    from .api import save_module
+
+    mod, report = _canonical(args.model)
+    out = args.output or os.path.splitext(args.model)[0] + ".canonqnn.json"
+    save_module(mod, out)
+    if args.script:
+        with open(args.script, "w") as f:
+            f.write(_tvm.script(mod))
+    print(report.summary())
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_build(args) -> int:
+    from .build import build
+
+    mod, report = _canonical(args.model)
+    built = build(mod, args.target)
+    out = args.output or os.path.splitext(args.model)[0] + ".so"
+    built.export(out)
+    print(report.summary())
+    print(f"target: {built.target}")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    from .build import load_built
+
+    built = load_built(args.library)
+    feeds = _parse_inputs(args.input) or {}
+    outputs = built.run(feeds)
+    out = args.output or "outputs.npz"
+    np.savez(out, **outputs)
+    for name, value in outputs.items():
+        print(f"{name}: {value.dtype} {list(value.shape)}")
+    print(f"wrote {out}")
+    return 0
+
+
+def cmd_inspect(args) -> int:
+    from . import _tvm
+
+    mod, report = _canonical(args.model)
+    print(_tvm.script(mod))
+    print(report.summary())
+    return 0
+
+
+def cmd_parity(args) -> int:
+    from .api import parity
+
+    feeds = _parse_inputs(args.input)
+    result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target)
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(result.summary())
+    return 0 if result.exact else EXIT_DIFFERS
+
+
+def cmd_ops(args) -> int:
+    from .ops import REGISTRY
+
+    for op in REGISTRY.values():
+        print(f"relax.canonqnn.{op.name}  [{op.family}]")
+        print(f"  {op.summary}")
+        print(f"  args:  {', '.join(op.args)}")
+        print(f"  attrs: {', '.join(op.attrs)}")
+        print(f"  constraints: {op.constraints}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from .demo import run_demo
+
+    return run_demo(args.workdir)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="canonqnn", description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("convert", help="model -> canonical module file (.json)")
+    c.add_argument("model")
+    c.add_argument("-o", "--output", help="output file (default MODEL.canonqnn.json)")
+    c.add_argument("--script", help="also write the module as TVMScript text")
+    c.set_defaults(func=cmd_convert)
+
+    b = sub.add_parser("build", help="model or canonical module -> shared library")
+    b.add_argument("model")
+    b.add_argument("-o", "--output", help="library path (default MODEL.so)")
+    b.add_argument("--target", help="TVM target (default: host CPU)")
+    b.set_defaults(func=cmd_build)
+
+    r = sub.add_parser("run", help="run a built library")
+    r.add_argument("library")
+    r.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
+    r.add_argument("-o", "--output", help="outputs .npz (default outputs.npz)")
+    r.set_defaults(func=cmd_run)
+
+    i = sub.add_parser("inspect", help="print the canonical module and its report")
+    i.add_argument("model")
+    i.set_defaults(func=cmd_inspect)
+
+    pa = sub.add_parser("parity", help="compare the TVM build with the source runtime")
+    pa.add_argument("model")
+    pa.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
+    pa.add_argument("--runs", type=int, default=3, help="random inputs when none are given")
+    pa.add_argument("--seed", type=int, default=0)
+    pa.add_argument("--target", help="TVM target (default: host CPU)")
+    pa.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    pa.set_defaults(func=cmd_parity)
+
+    o = sub.add_parser("ops", help="list the canonical ops")
+    o.set_defaults(func=cmd_ops)
+
+    d = sub.add_parser("demo", help="quantize a small CNN, convert, build and check parity")
+    d.add_argument("--workdir", help="keep the demo files here (default: a temp dir)")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except CanonqnnError as exc:
+        print(f"canonqnn: error: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

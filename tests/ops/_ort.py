@@ -1,0 +1,141 @@
+"""Test helpers: single-node ONNX models run in onnxruntime (the oracle), and single-op
+canonqnn modules (numpy reference + TVM build) fed the same data.
+
+ORT settings follow /work/scratch/ort_numerics/NOTES.md: CPUExecutionProvider,
+ORT_DISABLE_ALL, ir_version 10; scales and zero points are initializers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+from tvm import relax
+
+from canonqnn import _tvm
+from canonqnn.build import build as canonqnn_build  # (canonqnn.build the attribute turns into
+# the submodule after its first lazy access)
+from canonqnn.ops import REGISTRY, lookup
+
+MS = "com.microsoft"
+F32 = np.float32
+
+_ONNX_TYPES = {
+    np.dtype(np.float32): TensorProto.FLOAT,
+    np.dtype(np.uint8): TensorProto.UINT8,
+    np.dtype(np.int8): TensorProto.INT8,
+    np.dtype(np.int32): TensorProto.INT32,
+    np.dtype(np.int64): TensorProto.INT64,
+}
+
+# u8 activations x s8 weights: without this entry MLAS' AVX2 (non-VNNI) u8s8 kernels
+# saturate int16 pair sums (NOTES.md section 5); with it they are exact int32.
+U8S8_EXACT = {"session.x64quantprecision": "1"}
+
+
+# ---------------------------------------------------------------- onnxruntime side
+def run_graph(nodes, feeds: dict, consts: dict, out_dtype, *, opset: int = 13,
+              config: dict | None = None) -> np.ndarray:
+    """Run ``nodes`` (output ``"Y"``) with ``feeds`` as graph inputs, ``consts`` as initializers."""
+    inputs = [helper.make_tensor_value_info(k, _ONNX_TYPES[np.asarray(v).dtype], list(np.shape(v)))
+              for k, v in feeds.items()]
+    output = helper.make_tensor_value_info("Y", _ONNX_TYPES[np.dtype(out_dtype)], None)
+    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in consts.items()]
+    graph = helper.make_graph(nodes, "single_op", inputs, [output], inits)
+    imports = [helper.make_opsetid("", opset), helper.make_opsetid(MS, 1)]
+    model = helper.make_model(graph, opset_imports=imports)
+    model.ir_version = 10
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    so.log_severity_level = 3
+    for key, value in (config or {}).items():
+        so.add_session_config_entry(key, value)
+    sess = ort.InferenceSession(model.SerializeToString(), so,
+                                providers=["CPUExecutionProvider"])
+    (y,) = sess.run(["Y"], {k: np.asarray(v) for k, v in feeds.items()})
+    assert y.dtype == np.dtype(out_dtype)
+    return y
+
+
+def run_node(op_type: str, input_names: list[str], feeds: dict, consts: dict, out_dtype, *,
+             domain: str = "", opset: int = 13, config: dict | None = None, **attrs) -> np.ndarray:
+    node = helper.make_node(op_type, input_names, ["Y"], domain=domain, **attrs)
+    return run_graph([node], feeds, consts, out_dtype, opset=opset, config=config)
+
+
+def scalar(value, dtype) -> np.ndarray:
+    """A 0-d initializer value (scale or zero point)."""
+    return np.array(value, dtype=dtype)
+
+
+# ---------------------------------------------------------------- canonqnn side
+class SingleOp:
+    """A Relax module ``main(inputs...) = <one canonical op>``, built once, run many times."""
+
+    def __init__(self, make: Callable[..., object], inputs: dict[str, tuple[int, ...]],
+                 dtype: str = "int8"):
+        bb = relax.BlockBuilder()
+        params = [relax.Var(name, _tvm.tensor_type(shape, dtype)) for name, shape in inputs.items()]
+        with bb.function("main", params):
+            with bb.dataflow():
+                self.call = make(*params)
+                out = bb.emit_output(bb.emit(self.call))
+            bb.emit_func_output(out)
+        self.op = lookup(self.call)
+        assert self.op is not None and REGISTRY[self.op.name] is self.op
+        self.mod = bb.get()
+        self.built = canonqnn_build(self.mod)
+
+    def reference(self, **feeds: np.ndarray) -> np.ndarray:
+        """The op's numpy reference, through ``REGISTRY[name].run_reference``."""
+        args = []
+        for arg in self.call.args:
+            if isinstance(arg, relax.Var):
+                args.append(np.asarray(feeds[_tvm.var_name(arg)]))
+            else:
+                args.append(_tvm.const_value(arg))
+        return np.asarray(self.op.run_reference(self.call, args))
+
+    def tvm(self, **feeds: np.ndarray) -> np.ndarray:
+        return self.built.run(feeds)["output_0"]
+
+    def both(self, **feeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.reference(**feeds), self.tvm(**feeds)
+
+
+def assert_bit_exact(oracle: np.ndarray, reference: np.ndarray, built: np.ndarray,
+                     what: str = "") -> None:
+    """onnxruntime, the numpy reference and the TVM build agree element for element."""
+    oracle, reference, built = (np.asarray(v) for v in (oracle, reference, built))
+    for name, value in (("reference", reference), ("tvm", built)):
+        assert value.shape == oracle.shape, f"{what}: {name} shape {value.shape} != {oracle.shape}"
+        assert value.dtype == oracle.dtype, f"{what}: {name} dtype {value.dtype} != {oracle.dtype}"
+    bad_ref = int(np.count_nonzero(reference != oracle))
+    bad_tvm = int(np.count_nonzero(built != oracle))
+    if bad_ref or bad_tvm:
+        idx = np.argwhere((reference != oracle) | (built != oracle))[:5]
+        samples = [(tuple(int(i) for i in ix), int(oracle[tuple(ix)]), int(reference[tuple(ix)]),
+                    int(built[tuple(ix)])) for ix in idx]
+        raise AssertionError(
+            f"{what}: reference differs from onnxruntime on {bad_ref}/{oracle.size}, "
+            f"tvm on {bad_tvm}/{oracle.size}; (index, ort, ref, tvm): {samples}")
+
+
+def to_int8(u: np.ndarray) -> np.ndarray:
+    """uint8 data re-expressed as the int8 tensor u - 128 (same real values)."""
+    return (np.asarray(u).astype(np.int32) - 128).astype(np.int8)
+
+
+def rand_q(rng: np.random.Generator, shape, dtype=np.int8, lo=None, hi=None) -> np.ndarray:
+    info = np.iinfo(dtype)
+    lo = info.min if lo is None else lo
+    hi = info.max if hi is None else hi
+    return rng.integers(lo, hi + 1, shape).astype(dtype)
+
+
+def count_ties(values: np.ndarray) -> int:
+    """How many float values lie exactly half-way between two integers."""
+    v = np.asarray(values, np.float64)
+    return int(np.count_nonzero(v - np.floor(v) == 0.5))
