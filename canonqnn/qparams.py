@@ -107,7 +107,7 @@ def check_scale(scale: np.ndarray, where: str) -> np.ndarray:
     bad = ~np.isfinite(s) | (s <= 0)
     if np.any(bad):
         value = s.reshape(-1)[np.argmax(bad.reshape(-1))]
-        raise InvalidQuantizationError(f"{where}: scale {value!r} is not a finite positive number")
+        raise InvalidQuantizationError(f"{where} {float(value)!r} is not a finite positive number")
     return s
 
 

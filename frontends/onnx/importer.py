@@ -25,6 +25,7 @@ from .ops.quant import dequantize_value, quantize_value
 from ._context import (
     CONVERTERS,
     DOMAINS,
+    ONNX_DTYPE,
     ImportContext,
     Unsupported,
     Value,
@@ -35,6 +36,9 @@ from ._context import (
 )
 
 SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
+# ai.onnx opsets whose semantics every converter was checked against (onnx 1.23 knows up to
+# 28; from 21 on, Q/DQ and friends only add types and attributes that the converters reject).
+MIN_OPSET, MAX_OPSET = 10, 28
 # Ops a QOperator model applies directly to quantized tensors: imported as dequantize -> op ->
 # quantize with the tensor's own parameters (exact for data movement and max).
 QUANTIZED_PASSTHROUGH = ("MaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
@@ -67,17 +71,28 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
     return proto, base
 
 
-def default_opset(proto: onnx.ModelProto) -> int:
+def default_opset(proto: onnx.ModelProto) -> int | None:
+    """The ai.onnx opset the model imports; None when it imports only other domains (e.g. a
+    model made of com.microsoft QOperator ops). Opsets outside MIN_OPSET..MAX_OPSET are
+    refused: their operator semantics were not checked."""
     for entry in proto.opset_import:
         if entry.domain in ("", "ai.onnx"):
-            return int(entry.version)
-    raise InvalidModelError("model declares no default-domain opset")
+            version = int(entry.version)
+            if not MIN_OPSET <= version <= MAX_OPSET:
+                raise unsupported_error([("(model)", f"ai.onnx opset {version}",
+                                          f"opset {version} is not supported (canonqnn imports "
+                                          f"ai.onnx opsets {MIN_OPSET}-{MAX_OPSET})")])
+            return version
+    return None
 
 
-def _prescan(graph: onnx.GraphProto) -> None:
+def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
     problems = []
     for i, node in enumerate(graph.node):
         name = node.name or f"#{i}"
+        if opset is None and node.domain in ("", "ai.onnx"):
+            raise InvalidModelError(f"node {name!r} (op {node.op_type}) is in the default ONNX "
+                                    "domain, but the model imports no ai.onnx opset")
         if node.domain not in DOMAINS:
             problems.append((name, f"{node.domain}.{node.op_type}", f"domain {node.domain!r} is not supported"))
         elif node.op_type not in CONVERTERS:
@@ -86,11 +101,20 @@ def _prescan(graph: onnx.GraphProto) -> None:
         raise unsupported_error(problems)
 
 
-def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any]) -> TensorInfo:
+def _consumers(graph: onnx.GraphProto, name: str) -> str:
+    """`` (consumed by QuantizeLinear node '#0')`` for error messages about a graph input."""
+    users = [f"{n.op_type} node {n.name or f'#{i}'!r}" for i, n in enumerate(graph.node)
+             if name in n.input]
+    return f" (consumed by {', '.join(users)})" if users else ""
+
+
+def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any],
+                graph: onnx.GraphProto) -> TensorInfo:
     tt = vi.type.tensor_type
     dtype = dtype_name(tt.elem_type)
     if dtype not in SUPPORTED_INPUT_DTYPES:
-        raise unsupported_error([(vi.name, "graph input", f"input dtype {dtype} is not supported")])
+        raise unsupported_error([(vi.name, "graph input", f"input dtype {dtype} is not "
+                                  f"supported{_consumers(graph, vi.name)}")])
     if vi.name in input_shapes:
         shape = tuple(int(d) for d in input_shapes[vi.name])
     else:
@@ -116,7 +140,7 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
     proto, base_dir = read_model(model)
     graph = proto.graph
     opset = default_opset(proto)
-    _prescan(graph)
+    _prescan(graph, opset)
 
     values: dict[str, Value] = {}
     for init in graph.initializer:
@@ -129,13 +153,17 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
         vi = next((v for v in graph.input if v.name == name), None)
         if vi is None:
             raise InvalidModelError(f"cannot bind {name!r}: the model has no such input")
-        values[name] = Value(const=np.asarray(array, dtype=dtype_name(vi.type.tensor_type.elem_type)),
-                             onnx_dtype=dtype_name(vi.type.tensor_type.elem_type))
-    inputs = [_input_info(vi, input_shapes or {}) for vi in graph.input if vi.name not in values]
+        dtype = dtype_name(vi.type.tensor_type.elem_type)
+        if dtype not in ONNX_DTYPE.values():
+            raise unsupported_error([(name, "graph input", f"dtype {dtype} is not supported"
+                                      f"{_consumers(graph, name)}")])
+        values[name] = Value(const=np.asarray(array, dtype=dtype), onnx_dtype=dtype)
+    inputs = [_input_info(vi, input_shapes or {}, graph) for vi in graph.input
+              if vi.name not in values]
 
     bb = _tvm.BlockBuilder()
     params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
-    ctx = ImportContext(bb, opset)
+    ctx = ImportContext(bb, opset or 0)
     failure: CanonqnnError | None = None
     with bb.function("main", params):
         with bb.dataflow():
@@ -208,6 +236,10 @@ def _outputs(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value
         if vi.name not in values:
             raise InvalidModelError(f"graph output {vi.name!r} is not produced by any node")
         value = values[vi.name]
+        declared = vi.type.tensor_type.elem_type
+        if declared and dtype_name(declared) != value.onnx_dtype:
+            raise InvalidModelError(f"graph output {vi.name!r} is declared {dtype_name(declared)}, "
+                                    f"but the node producing it computes {value.onnx_dtype}")
         expr = ctx.expr(value)
         if value.onnx_dtype == "uint8":
             expr = ctx.emit(qdq.int8_to_uint8(expr))

@@ -113,7 +113,7 @@ def test_conv2d_saturates_at_int8_bounds_like_onnxruntime():
     rng = np.random.default_rng(300)
     w = rand_q(rng, (4, 3, 3, 3))
     bias = rng.integers(-1000, 1000, 4).astype(np.int32)
-    sx, sw, sy = F32(0.05), F32(0.02), F32(0.3)
+    sx, sw, sy = F32(0.05), F32(0.02), F32(0.1)
     _, outs = check_int8([11, 12], (1, 3, 6, 6), w, bias, sx, 0, sw, 0, sy, 10, **PLAIN)
     assert all((o == -128).mean() > 0.1 and (o == 127).mean() > 0.1 for o in outs)
 
@@ -177,7 +177,8 @@ def test_conv2d_uint8_weights_with_channel_zero_points_match_onnxruntime_u8u8():
 
 
 def test_conv2d_uint8_activations_int8_weights_match_exact_onnxruntime():
-    # Extreme values: raw u8*s8 pair sums exceed int16, so only the exact ORT path agrees.
+    # Extreme values: raw u8*s8 pair sums (up to 2*255*128) exceed int16, which ORT's default
+    # AVX2 kernel saturates; the oracle runs ORT's exact (x64quantprecision) path.
     rng = np.random.default_rng(700)
     w = rng.choice(np.array([-128, 127, -100, 90], np.int8), (4, 4, 3, 3))
     sw = rng.uniform(0.005, 0.03, 4).astype(F32)
@@ -200,10 +201,10 @@ def test_conv2d_activation_clamp_equals_clipping_onnxruntime_output():
     bias = rng.integers(-3000, 3000, 4).astype(np.int32)
     sx, sw = F32(0.02), F32(0.01)
     sy = F32(sx * sw * np.sqrt(27) * 74 * 74 * 3 / 110)
-    # ReLU6-like window [zp, zp + 6/sy] expressed as an integer clamp
-    _, outs = check_int8([1, 2], (1, 3, 6, 6), w, bias, sx, 0, sw, 0, sy, -20, act=(-20, 60),
+    # A ReLU-with-cap window [zp, zp + 50] expressed as an integer clamp
+    _, outs = check_int8([1, 2], (1, 3, 6, 6), w, bias, sx, 0, sw, 0, sy, -20, act=(-20, 30),
                          **PLAIN)
-    assert all((o == -20).any() and (o == 60).any() for o in outs)
+    assert all((o == -20).sum() > 5 and (o == 30).sum() > 5 for o in outs)
 
 
 def test_conv2d_int32_output_matches_convinteger_plus_bias():

@@ -1,4 +1,8 @@
-"""QuantizeLinear / DequantizeLinear (opsets 10-23) into the core's quantize/dequantize."""
+"""QuantizeLinear / DequantizeLinear (opsets 10-28) into the core's quantize/dequantize.
+
+Only int8/uint8 (and int32 DequantizeLinear) per-tensor or per-axis quantization with float32
+scales is imported; blocked, 16-bit, 4/2-bit and float8/float4/float6 variants are refused.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +18,17 @@ ONNX_OUTPUT_DTYPE = {2: "uint8", 3: "int8"}  # QuantizeLinear output_dtype attri
 
 
 def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | None, *,
-                 axis: int, rank: int, dtype: str | None, what: str) -> QParams:
+                 axis: int, rank: int, dtype: str | None, what: str,
+                 float16_scale: bool = False) -> QParams:
     """Constant (scale, zero point) of one tensor as int8-normalized ``QParams``.
 
     ``dtype`` is the quantized tensor's dtype when known; otherwise the zero point's (uint8
-    when absent, as ONNX specifies).
+    when absent, as ONNX specifies). ``float16_scale`` accepts float16 scales, converted to
+    float32 (exactly), for ops whose arithmetic onnxruntime runs in float32 anyway.
     """
     s = ctx.constant(scale, f"{what} scale")
+    if s.dtype == np.float16 and float16_scale:
+        s = s.astype(np.float32)
     if s.dtype != np.float32:
         raise Unsupported(f"{what} scale of type {s.dtype} is not supported (float32 only)")
     check_scale(s, f"{what} scale")
@@ -37,8 +45,13 @@ def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | No
         raise Unsupported(f"{dtype} quantization of {what} is not supported (int8/uint8 only)")
     if s.size == 1 and z.size == 1:
         return QParams.make(s.reshape(()), z.reshape(()), None, dtype).as_int8()
-    if s.ndim != 1:
-        raise Unsupported(f"{what} scale of shape {s.shape}: blocked quantization is not supported")
+    if s.ndim > 1 or z.ndim > 1:
+        shape = s.shape if s.ndim > 1 else z.shape
+        raise Unsupported(f"{what} scale/zero point of shape {tuple(shape)}: only scalar or 1-D "
+                          "per-axis quantization parameters are supported (N-D, per-element or "
+                          "blocked parameters are not)")
+    if s.size > 1 and z.size > 1 and s.shape != z.shape:
+        raise Unsupported(f"{what} scale shape {s.shape} and zero point shape {z.shape} differ")
     return QParams.make(s, z, axis % rank, dtype).as_int8()
 
 
@@ -68,7 +81,10 @@ def dequantize_linear(ctx, node, inputs, attrs):
     _reject_blocked(attrs)
     x, scale, zp = (inputs + [None, None])[:3]
     if x.onnx_dtype not in QUANTIZED_DTYPES + ("int32",):
-        raise Unsupported(f"DequantizeLinear of {x.onnx_dtype} data is not supported")
+        raise Unsupported(f"DequantizeLinear of {x.onnx_dtype} data is not supported "
+                          "(int8/uint8/int32 only)")
+    if attrs.get("output_dtype", 0) not in (0, 1):  # opset 23: 1 = FLOAT
+        raise Unsupported(f"output_dtype {attrs['output_dtype']} is not supported (float32 only)")
     qp = read_qparams(ctx, scale, zp, axis=attrs.get("axis", 1), rank=max(len(ctx.shape(x)), 1),
                       dtype=x.onnx_dtype, what="input")
     if qp.dtype == "int32" and np.any(qp.zero_point):

@@ -1,0 +1,118 @@
+"""The command line as a user drives it: outputs, files, exit codes, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, main
+
+
+def _save(model: onnx.ModelProto, path) -> str:
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def _qdq_model(op: str = "Relu", scale: float = 0.05, zp_dtype=np.int8, opset: int = 13,
+               dq_attrs: dict | None = None, op_attrs: dict | None = None) -> onnx.ModelProto:
+    inits = [numpy_helper.from_array(np.array(scale, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, zp_dtype), "z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="quant_in"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xf"], name="dequant_in",
+                              **(dq_attrs or {})),
+             helper.make_node(op, ["xf"], ["y"], name="the_op", **(op_attrs or {})),
+             helper.make_node("QuantizeLinear", ["y", "s", "z"], ["yq"], name="quant_out"),
+             helper.make_node("DequantizeLinear", ["yq", "s", "z"], ["out"], name="dequant_out")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                         [1, 4, 3, 3])],
+                              [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def test_parity_json_reports_outputs_ops_and_islands(tmp_path, quantized_model, capsys):
+    path = _save(quantized_model("mobilenet_v1", "qoperator", "s8", True), tmp_path / "m.onnx")
+    assert main(["parity", path, "--json", "--runs", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["outputs"][0]["name"] == "logits"
+    assert report["outputs"][0]["exact_fraction"] == 1.0
+    assert report["outputs"][0]["max_abs_diff"] == 0
+    assert report["canonical_ops"]["conv2d"] == 9
+    assert report["float_islands"] == []
+
+
+def test_convert_build_run_keep_names_and_match_parity_inputs(tmp_path, quantized_model, capsys):
+    model_path = _save(quantized_model("resnet", "qdq", "s8", False), tmp_path / "r.onnx")
+    module_path = str(tmp_path / "r.canonqnn.json")
+    assert main(["convert", model_path, "-o", module_path]) == 0
+    assert main(["inspect", module_path]) == 0
+    assert "R.canonqnn.conv2d" in capsys.readouterr().out
+    lib = str(tmp_path / "r.so")
+    assert main(["build", module_path, "-o", lib]) == 0
+    x = np.random.default_rng(3).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = str(tmp_path / "out.npz")
+    assert main(["run", lib, "--input", f"input={tmp_path / 'x.npy'}", "-o", out]) == 0
+    with np.load(out) as result:
+        assert result.files == ["logits"]
+        logits = result["logits"]
+    np.savez(tmp_path / "feeds.npz", input=x)
+    capsys.readouterr()
+    assert main(["parity", model_path, "--input", str(tmp_path / "feeds.npz"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["outputs"][0]["exact_fraction"] == 1.0
+    import onnxruntime as ort
+    ref = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).run(
+        None, {"input": x})[0]
+    assert logits.shape == ref.shape
+
+
+def test_float_island_is_reported_with_its_reason(tmp_path, capsys):
+    model = _qdq_model("ReduceMean", op_attrs={"axes": [1], "keepdims": 1})
+    assert main(["inspect", _save(model, tmp_path / "mean.onnx")]) == 0
+    text = capsys.readouterr().out
+    assert "float islands (1)" in text and "relax.mean" in text
+    assert "mean over axes [1] (only H, W of NCHW fold)" in text
+
+
+def test_parity_exit_status_is_zero_when_exact(tmp_path):
+    assert main(["parity", _save(_qdq_model("Relu"), tmp_path / "relu.onnx")]) == 0
+    assert EXIT_DIFFERS == 1
+
+
+@pytest.mark.parametrize("make,needle", [
+    (lambda p: p.write_text("this is not a model"), "not an ONNX model"),
+    (lambda p: p.write_bytes(_qdq_model().SerializeToString()[:60]), "not an ONNX model"),
+    (lambda p: _save(_qdq_model("Softsign"), p), "node 'the_op' (op Softsign)"),
+    (lambda p: _save(_qdq_model(scale=0.0), p), "scale 0.0 is not a finite positive"),
+    (lambda p: _save(_qdq_model(scale=-1.0), p), "scale -1.0 is not a finite positive"),
+    (lambda p: _save(_qdq_model(scale=float("nan")), p), "scale nan is not a finite positive"),
+    (lambda p: _save(_qdq_model(zp_dtype=np.int16, opset=21), p), "int16"),
+    (lambda p: _save(_qdq_model(opset=21, dq_attrs={"block_size": 2}), p), "blocked"),
+], ids=["not-onnx", "truncated", "unsupported-op", "zero-scale", "negative-scale", "nan-scale",
+        "int16", "blocked"])
+def test_bad_input_is_one_clear_error_without_traceback(tmp_path, capsys, make, needle):
+    path = tmp_path / "bad.onnx"
+    make(path)
+    assert main(["convert", str(path), "-o", str(tmp_path / "o.json")]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("canonqnn: error: ") and needle in err, err
+    assert "Traceback" not in err
+
+
+def test_missing_file_is_an_error(tmp_path, capsys):
+    assert main(["parity", str(tmp_path / "nope.onnx")]) == EXIT_ERROR
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_ops_lists_every_canonical_op(capsys):
+    from canonqnn.ops import REGISTRY
+    assert main(["ops"]) == 0
+    text = capsys.readouterr().out
+    for name in REGISTRY:
+        assert f"relax.canonqnn.{name}" in text
