@@ -34,6 +34,22 @@ def output(call: Any) -> QdqCall | None:
     return parsed
 
 
+ASTYPE = "relax.astype"
+ACCUMULATOR = QParams.make(1.0, 0, None, "int32")
+
+
+def accumulator(call: Any) -> QdqCall | None:
+    """``astype(y, "int32")`` of a float ``y``: the exact integer accumulator of a product of
+    scale-1 dequantizes (ONNX ConvInteger / MatMulInteger), as an int32 quantize of scale 1
+    would be (Relax's quantize has no int32 output)."""
+    if _tvm.op_name(call) != ASTYPE or _tvm.dtype_of(call) != "int32":
+        return None
+    operand = call.args[0]
+    if not _tvm.is_tensor(operand) or not _tvm.dtype_of(operand).startswith("float"):
+        return None
+    return QdqCall(operand, ACCUMULATOR)
+
+
 @dataclass(frozen=True)
 class Activation:
     """A float relu/clip chain stripped from below a quantize: real-valued bounds."""

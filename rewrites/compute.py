@@ -2,6 +2,10 @@
 
     q(relu|clip(conv2d(dq(x), dq(w)) [+ reshape(dq(b))]))      -> canonqnn.conv2d
     q(relu|clip(matmul(dq(a) [^T], dq(b) [^T]) [* alpha] [+ dq(b)]))  -> canonqnn.matmul
+    astype(conv2d | matmul(dq(x), dq(w)), "int32")   (scales 1)   -> the int32 accumulator
+
+The weight may be a runtime tensor (ONNX models that take it as a graph input); only its
+scale and zero point must be constants.
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from canonqnn.qdq import QUANTIZE
 from canonqnn.qparams import QParams, product_scale
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, output, per_tensor_int8, strip_activation
+from ._match import ASTYPE, accumulator, dequantized, output, per_tensor_int8, strip_activation
 
 CONV2D, MATMUL, ADD, MULTIPLY = "relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply"
 RESHAPE, PERMUTE = "relax.reshape", "relax.permute_dims"
 
 
-def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any):
-    """An int32 bias ``dq(b)`` (optionally reshaped) whose scale is the accumulator's."""
+def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any,
+          axis: int, out_rank: int):
+    """An int32 bias ``dq(b)`` (optionally reshaped) whose scale is the accumulator's, added
+    along output axis ``axis`` only (one value per channel, or one for all)."""
+    added_shape = _tvm.shape_of(expr)
     reshape = ctx.call(expr, RESHAPE)
     if reshape is not None:
         expr = reshape.args[0]
@@ -35,6 +42,10 @@ def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any
     qp = parsed.qparams
     if qp.dtype != "int32":
         return None
+    shape = (1,) * (out_rank - len(added_shape)) + tuple(added_shape)
+    if len(shape) != out_rank or any(d != 1 for i, d in enumerate(shape) if i != axis):
+        return Decline(f"bias of shape {list(added_shape)} is not one value per output channel",
+                       at)
     values = _tvm.const_value(parsed.operand).reshape(-1)
     if values.size not in (1, channels):
         return Decline(f"bias of {values.size} values for {channels} channels", at)
@@ -68,7 +79,7 @@ def _accumulator_output(out_qp: QParams, x_qp: QParams, w_qp: QParams, at: Any):
 
 
 def fold_conv2d(ctx: Context, call: Any):
-    out = output(call)
+    out = output(call) or accumulator(call)
     if out is None:
         return None
     y, act = strip_activation(ctx, out.operand)
@@ -87,14 +98,15 @@ def fold_conv2d(ctx: Context, call: Any):
         return Decline("input or weight is not dequantized from int8", at)
     if (why := per_tensor_int8(x, "input", at)) is not None:
         return why
-    if not _tvm.is_const(w.operand):
-        return Decline("weight is not a constant", at)
+    if w.qparams.dtype != "int8":
+        return Decline(f"weight is {w.qparams.dtype}, not int8", at)
     if not w.qparams.per_tensor and w.qparams.axis != 0:
         return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
     channels = _tvm.shape_of(w.operand)[0]
     bias = np.zeros(channels, np.int32)
     if bias_expr is not None:
-        bias = _bias(ctx, bias_expr, product_scale(x.qparams.scale, w.qparams.scale), channels, at)
+        bias = _bias(ctx, bias_expr, product_scale(x.qparams.scale, w.qparams.scale), channels, at,
+                     axis=1, out_rank=4)
         if bias is None:
             return Decline("bias is not an int32 dequantize", at)
         if isinstance(bias, Decline):
@@ -130,7 +142,7 @@ def _per_column(qp: QParams, transposed: bool, rank: int) -> QParams | None:
 
 
 def fold_matmul(ctx: Context, call: Any):
-    out = output(call)
+    out = output(call) or accumulator(call)
     if out is None:
         return None
     y, act = strip_activation(ctx, out.operand)
@@ -160,11 +172,12 @@ def fold_matmul(ctx: Context, call: Any):
     b_qp = _per_column(b.qparams, b_t, len(b_shape))
     if b_qp is None:
         return Decline(f"B quantized along axis {b.qparams.axis}, not per column", at)
-    if b_t and not _tvm.is_const(b.operand):
-        return Decline("transposed B is not a constant", at)
+    if b_t and not _tvm.is_const(b.operand) and not b_qp.per_tensor:
+        return Decline("transposed runtime B with per-column parameters", at)
     a_q, b_q = a.operand, b.operand
     if b_t:
-        b_q = _tvm.const(np.ascontiguousarray(_tvm.const_value(b_q).T))
+        b_q = _tvm.const(np.ascontiguousarray(_tvm.const_value(b_q).T)) if _tvm.is_const(b_q) \
+            else ctx.emit(movement.transpose(b_q, [1, 0], b_qp))
         b_shape = b_shape[::-1]
     if a_t:
         a_q = ctx.emit(movement.transpose(a_q, [1, 0], a.qparams))
@@ -184,7 +197,8 @@ def fold_matmul(ctx: Context, call: Any):
         acc_scale = product_scale(a.qparams.scale, b_qp.scale)
         if alpha != 1.0:
             acc_scale = (acc_scale * np.float32(alpha)).astype(np.float32)
-        bias = _bias(ctx, bias_expr, acc_scale, columns, at)
+        bias = _bias(ctx, bias_expr, acc_scale, columns, at, axis=len(out_shape) - 1,
+                     out_rank=len(out_shape))
         if bias is None:
             return None  # add of a quantized tensor: the add rule folds it
         if isinstance(bias, Decline):
@@ -210,4 +224,8 @@ RULES = (
     Rule("conv2d", QUANTIZE, fold_conv2d, "q(act(conv2d(dq x, dq w) + dq b)) -> canonqnn.conv2d"),
     Rule("matmul", QUANTIZE, fold_matmul, "q(act(matmul(dq a, dq b) * alpha + dq b)) -> "
                                           "canonqnn.matmul"),
+    Rule("conv2d_integer", ASTYPE, fold_conv2d,
+         "astype(conv2d(dq x, dq w), int32) -> canonqnn.conv2d (int32 accumulator)"),
+    Rule("matmul_integer", ASTYPE, fold_matmul,
+         "astype(matmul(dq a, dq b), int32) -> canonqnn.matmul (int32 accumulator)"),
 )
