@@ -72,9 +72,12 @@ REGISTRY: dict[str, CanonicalOp] = {}
 
 
 def register(op: CanonicalOp) -> CanonicalOp:
-    """Register ``op`` with TVM (idempotent) and in the registry."""
+    """Register ``op`` with TVM (idempotent) and in the registry; printed modules parse back."""
     op._op.append(_tvm.register_op(op.relax_name, op.summary, op.infer, op.legalize))
     REGISTRY[op.name] = op
+    _tvm.install_script_namespace("canonqnn", {
+        name: (lambda *args, _op=entry, **attrs: _tvm.make_call(_op.op, args, attrs))
+        for name, entry in REGISTRY.items()})
     return op
 
 
