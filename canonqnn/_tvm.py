@@ -89,8 +89,6 @@ def attrs_dict(call: Any) -> dict[str, Any]:
 def _to_python(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    if isinstance(value, tvm.DataType) if hasattr(tvm, "DataType") else False:
-        return str(value)
     if isinstance(value, (tirx.IntImm,)):
         return int(value.value)
     if isinstance(value, (tirx.FloatImm,)):

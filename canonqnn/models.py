@@ -124,7 +124,7 @@ class _GraphBuilder:
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
             initializer=self.inits,
         )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="ort_quantizer_models")
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="canonqnn.models")
         m.ir_version = IR_VERSION
         onnx.checker.check_model(m, full_check=True)
         return m
