@@ -37,8 +37,10 @@ class ModelIO:
     def from_json(data: dict[str, Any] | str) -> ModelIO:
         if isinstance(data, str):
             data = json.loads(data)
-        tensors = lambda items: [TensorInfo(t["name"], t["dtype"], tuple(t["shape"]), t.get("lsb"))
-                                 for t in items]
+        def tensors(items):
+            return [TensorInfo(t["name"], t["dtype"], tuple(t["shape"]), t.get("lsb"))
+                    for t in items]
+
         return ModelIO(data["source"], tensors(data["inputs"]), tensors(data["outputs"]),
                        data.get("rounding", "rne_f32"), data.get("extra", {}))
 

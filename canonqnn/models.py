@@ -71,7 +71,8 @@ class _GraphBuilder:
         self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), nm))
         return nm
 
-    def node(self, op: str, inputs: list[str], prefix: str | None = None, output: str | None = None, **attrs) -> str:
+    def node(self, op: str, inputs: list[str], prefix: str | None = None,
+             output: str | None = None, **attrs) -> str:
         nm = self.name(prefix or op.lower())
         out = output or f"{nm}_out"
         self.nodes.append(helper.make_node(op, inputs, [out], name=nm, **attrs))
@@ -91,7 +92,8 @@ class _GraphBuilder:
     ) -> str:
         """Conv with He-normal weights (std = gain*sqrt(2/fan_in)) and a small random bias."""
         fan_in = (cin // group) * k * k
-        w = self.rng.normal(0.0, gain * np.sqrt(2.0 / fan_in), size=(cout, cin // group, k, k)).astype(np.float32)
+        std = gain * np.sqrt(2.0 / fan_in)
+        w = self.rng.normal(0.0, std, size=(cout, cin // group, k, k)).astype(np.float32)
         b = self.rng.normal(0.0, bias_std, size=(cout,)).astype(np.float32)
         wn = self.const("conv_w", w)
         bn = self.const("conv_b", b)
@@ -124,7 +126,8 @@ class _GraphBuilder:
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
             initializer=self.inits,
         )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="canonqnn.models")
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+                              producer_name="canonqnn.models")
         m.ir_version = IR_VERSION
         onnx.checker.check_model(m, full_check=True)
         return m
@@ -167,7 +170,8 @@ def resnet_like(seed: int = 0) -> onnx.ModelProto:
     x = g.node("Flatten", [x], axis=1)
     w = g.rng.normal(0.0, np.sqrt(1.0 / 32), size=(NUM_CLASSES, 32)).astype(np.float32)
     b = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
-    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc", output=OUTPUT_NAME, transB=1)
+    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc",
+                 output=OUTPUT_NAME, transB=1)
     return g.model("resnet_like", out, [1, NUM_CLASSES])
 
 

@@ -158,7 +158,8 @@ def count_uses(func: Any) -> Counter:
     for block in func.body.blocks:
         for binding in block.bindings:
             value = binding.value
-            for var in ([value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value)):
+            used = [value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value)
+            for var in used:
                 uses[var] += 1
     for var in relax.analysis.free_vars(func.body.body):
         uses[var] += 1
@@ -173,12 +174,13 @@ def remove_dead_bindings(func: Any) -> Any:
     for block in reversed(list(seq.blocks)):
         kept = []
         for binding in reversed(list(block.bindings)):
-            if isinstance(block, relax.DataflowBlock) and isinstance(binding.var, relax.DataflowVar) \
-                    and binding.var not in live:
+            dead = isinstance(binding.var, relax.DataflowVar) and binding.var not in live
+            if isinstance(block, relax.DataflowBlock) and dead:
                 continue
             kept.append(binding)
             value = binding.value
-            live.update([value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value))
+            live.update([value] if isinstance(value, relax.Var)
+                        else relax.analysis.free_vars(value))
         blocks.append(type(block)(kept[::-1]))
     new = relax.Function(func.params, relax.SeqExpr(blocks[::-1], seq.body), func.ret_ty,
                          func.is_pure, func.attrs)

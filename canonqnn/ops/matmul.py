@@ -86,7 +86,8 @@ def _legalize(bb: Any, call: Any) -> Any:
             acc(*idx) + bias[idx[-1]], mult[idx[-1]], a["out_zp"], a["act_min"], a["act_max"]),
             name="requant")
 
-    return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const, primfunc_name_hint="canonqnn_matmul")
+    return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
+                      primfunc_name_hint="canonqnn_matmul")
 
 
 MATMUL = register(CanonicalOp(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-from canonqnn.ops import REGISTRY, ROUNDINGS
+from canonqnn.ops import REGISTRY
 
 SPEC = pathlib.Path(__file__).resolve().parents[2] / "docs" / "spec.md"
 
