@@ -7,7 +7,7 @@
     outputs = built.run({"input": x})
     result = canonqnn.parity("model.onnx")              # onnxruntime vs the TVM build
 
-The core (``canonqnn.qparams``, ``qdq``, ``ops``, ``build``, ``io``) knows no model format and
+The core (``canonqnn.qparams``, ``qdq``, ``ops``, ``builder``, ``io``) knows no model format and
 no rule; ``canonqnn.frontends`` and ``canonqnn.rewrites`` build on it; this module and
 ``canonqnn.api`` / ``canonqnn.cli`` tie them together.
 """
@@ -30,8 +30,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "canonicalize": ("canonqnn.rewrites", "canonicalize"),
     "Report": ("canonqnn.rewrites", "Report"),
-    "build": ("canonqnn.build", "build"),
-    "load_built": ("canonqnn.build", "load_built"),
+    "build": ("canonqnn.builder", "build"),
+    "load_built": ("canonqnn.builder", "load_built"),
     "parity": ("canonqnn.api", "parity"),
     "load": ("canonqnn.api", "load"),
     "frontends": ("canonqnn.frontends", None),

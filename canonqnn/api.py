@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import _tvm
-from .build import build
+from .builder import build
 from .errors import CanonqnnError, InvalidModelError, ParityError
 from .io import ModelIO, module_io
 

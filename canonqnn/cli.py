@@ -68,7 +68,7 @@ def cmd_convert(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .build import build
+    from .builder import build
 
     mod, report = _canonical(args.model)
     built = build(mod, args.target)
@@ -81,7 +81,7 @@ def cmd_build(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .build import load_built
+    from .builder import load_built
 
     built = load_built(args.library)
     feeds = _parse_inputs(args.input) or {}

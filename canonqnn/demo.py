@@ -9,7 +9,7 @@ import onnx
 
 from . import models
 from .api import load, parity
-from .build import build, load_built
+from .builder import build, load_built
 from .rewrites import canonicalize
 
 

@@ -11,6 +11,18 @@ import numpy as np
 from .._tvm import te, tirx
 
 
+# ---------------------------------------------------------------- float32 evaluation order
+def te_no_contract(value, dtype: str = "float32"):
+    """``value`` behind an ``llvm.arithmetic.fence``: LLVM may not fuse it into later operations.
+
+    TVM's LLVM backend allows floating-point contraction (``AllowFPOpFusion::Fast``), so on an
+    FMA target ``a * b + c`` compiles to one fused multiply-add (a single rounding). Where the
+    specification rounds the product to float32 first (the numpy reference does), the product
+    goes through this fence; the fence itself emits no instruction.
+    """
+    return tirx.call_llvm_pure_intrin(dtype, "llvm.arithmetic.fence", value)
+
+
 # ---------------------------------------------------------------- accumulator -> int8 (rne_f32)
 def requant_accumulator(acc, mult, zp: int, act_min: int, act_max: int) -> np.ndarray:
     """int32 accumulator to int8: ``clamp(RNE(f32(acc) * mult), act - zp) + zp``.

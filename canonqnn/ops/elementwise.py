@@ -28,6 +28,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
 from ._registry import CanonicalOp, register
+from ._requant import te_no_contract
 
 ATTRS = ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "act_min", "act_max",
          "rounding", "source_dtype")
@@ -80,8 +81,10 @@ def _out_shape(call: Any) -> Any:
 
 def _add_constants(a: dict) -> tuple[np.float32, np.float32, np.float32]:
     o = storage_offset(a["source_dtype"])
-    ra, rb = F32(F32(a["a_scale"]) / F32(a["out_scale"])), F32(F32(a["b_scale"]) / F32(a["out_scale"]))
-    fixed = F32(F32(a["out_zp"] + o) - fma_f32(ra, F32(a["a_zp"] + o), F32(rb * F32(a["b_zp"] + o))))
+    ra = F32(F32(a["a_scale"]) / F32(a["out_scale"]))
+    rb = F32(F32(a["b_scale"]) / F32(a["out_scale"]))
+    fixed = F32(F32(a["out_zp"] + o)
+                - fma_f32(ra, F32(a["a_zp"] + o), F32(rb * F32(a["b_zp"] + o))))
     return ra, rb, fixed
 
 
@@ -129,7 +132,8 @@ def _add_legalize(bb: Any, call: Any) -> Any:
     a_first = not a_is_span_scalar(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
 
     def elem(xv, yv):
-        xf, yf = (xv.astype("int32") + o).astype("float32"), (yv.astype("int32") + o).astype("float32")
+        xf = (xv.astype("int32") + o).astype("float32")
+        yf = (yv.astype("int32") + o).astype("float32")
         if a_first:
             t = _te_fma(xf, ra, _te_fma(yf, rb, fixed))
         else:
@@ -158,7 +162,9 @@ def _mul_legalize(bb: Any, call: Any) -> Any:
 
     def elem(xv, yv):
         p = (xv.astype("int32") - a["a_zp"]) * (yv.astype("int32") - a["b_zp"])
-        return _te_round_clamp(p.astype("float32") * ratio + _f(a["out_zp"] + o), a, o)
+        # f32(p * ratio) is rounded before the add (ORT's SSE2 kernel has no FMA)
+        return _te_round_clamp(te_no_contract(p.astype("float32") * ratio)
+                               + _f(a["out_zp"] + o), a, o)
 
     return bb.call_te(_broadcast_compute("mul", elem), call.args[0], call.args[1],
                       primfunc_name_hint="canonqnn_mul")

@@ -2,7 +2,7 @@
 
     acc[..., m, n] = sum_k (a[..., m, k] - a_zp) * (b[..., k, n] - b_zp[n]) + bias[n]
     y = requant_accumulator(acc, M[n], out_zp, act_min, act_max)
-    M[n] = f32(f32(f32(a_scale * b_scale[n]) * alpha) / out_scale)       (rounding rne_f32)
+    M[n] = f32(f32(f32(alpha * a_scale) * b_scale[n]) / out_scale)       (rounding rne_f32)
 
 Batch dimensions broadcast as in numpy. A dense layer is the 2-D case with a constant ``b``;
 ONNX Gemm folds into it (transposes of constant operands done at rewrite time, ``alpha`` in

@@ -205,13 +205,15 @@ def _concat_reference(*xs, axis, in_scales, in_zps, out_scale, out_zp, rounding)
 def _concat_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
 
+    def requantized(x, s, z):
+        # (a closure, not lambda defaults: TE rejects keyword arguments in fcompute)
+        return te.compute(x.shape, lambda *i: te_requant_via_real(
+            x(*i), s, z, a["out_scale"], a["out_zp"]), name="requantize")
+
     def compute(*xs):
         parts = []
         for x, s, z in zip(xs, a["in_scales"], a["in_zps"]):
-            if (s, z) != (a["out_scale"], a["out_zp"]):
-                x = te.compute(x.shape, lambda *i, x=x, s=s, z=z: te_requant_via_real(
-                    x(*i), s, z, a["out_scale"], a["out_zp"]), name="requantize")
-            parts.append(x)
+            parts.append(x if (s, z) == (a["out_scale"], a["out_zp"]) else requantized(x, s, z))
         return topi.concatenate(parts, a["axis"])
 
     return bb.call_te(compute, *call.args, primfunc_name_hint="canonqnn_concat")

@@ -25,6 +25,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
 from ._registry import CanonicalOp, register
+from ._requant import te_no_contract
 from .elementwise import storage_offset
 from .movement import pool_out_size
 
@@ -134,8 +135,11 @@ def _avg_legalize(bb: Any, call: Any) -> Any:
 
     def compute(x):
         h, w = int(x.shape[2]), int(x.shape[3])
-        xf = te.compute(x.shape, lambda *i: (x(*i).astype("int32") - a["x_zp"]).astype("float32")
-                        * f(a["x_scale"]), name="dequantize")
+        # The fence keeps f32(x_scale * (x - x_zp)) rounded on its own even if this stage is
+        # inlined into the window sum (LLVM would otherwise be free to fuse it into an FMA).
+        xf = te.compute(x.shape, lambda *i: te_no_contract(
+            (x(*i).astype("int32") - a["x_zp"]).astype("float32") * f(a["x_scale"])),
+            name="dequantize")
         ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
 
         def tap(nn, cc, i, j):
