@@ -257,7 +257,7 @@ def load_library(path: str) -> Any:
 
 
 def to_device(array: np.ndarray) -> Any:
-    return tvm.runtime.tensor(np.ascontiguousarray(array), tvm.cpu())
+    return tvm.runtime.tensor(np.require(array, requirements="C"), tvm.cpu())  # keeps 0-d
 
 
 def to_numpy(value: Any) -> Any:

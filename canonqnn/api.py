@@ -164,7 +164,8 @@ def _compare(name: str, ref: np.ndarray, got: np.ndarray, lsb: float | None) -> 
 
 
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
-           *, runs: int = 3, seed: int = 0, target: Any = None) -> ParityResult:
+           *, runs: int = 3, seed: int = 0, target: Any = None,
+           input_shapes: dict[str, Any] | None = None) -> ParityResult:
     """Run onnxruntime and the canonical TVM build on the same inputs and compare outputs.
 
     ``inputs``: one dict (or a list of dicts) keyed by input name; default ``runs`` seeded
@@ -173,7 +174,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     from .rewrites import canonicalize
 
     session, reference = ort_session(model)
-    mod, report = canonicalize(load(model))
+    mod, report = canonicalize(load(model, **({"input_shapes": input_shapes} if input_shapes
+                                              else {})))
     built = build(mod, target)
     io = module_io(mod)
     if io is None:

@@ -40,11 +40,27 @@ def _parse_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray] | None:
     return feeds
 
 
-def _canonical(model: str):
+def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
+    """``NAME=1x3x224x224`` pairs fixing dynamic input dimensions."""
+    if not items:
+        return None
+    shapes = {}
+    for item in items:
+        name, sep, dims = item.partition("=")
+        try:
+            shapes[name] = [int(d) for d in dims.lower().split("x")]
+        except ValueError:
+            sep = ""
+        if not sep or not name:
+            raise CanonqnnError(f"--shape {item!r}: expected NAME=D1xD2x...")
+    return shapes
+
+
+def _canonical(model: str, shapes: Sequence[str] | None = None):
     from .api import load
     from .rewrites import canonicalize
 
-    mod = load(model)
+    mod = load(model, **({"input_shapes": _parse_shapes(shapes)} if shapes else {}))
     if model.endswith(".json"):
         from .rewrites import Report
 
@@ -56,7 +72,7 @@ def cmd_convert(args) -> int:
     from . import _tvm
     from .api import save_module
 
-    mod, report = _canonical(args.model)
+    mod, report = _canonical(args.model, args.shape)
     out = args.output or os.path.splitext(args.model)[0] + ".canonqnn.json"
     save_module(mod, out)
     if args.script:
@@ -70,7 +86,7 @@ def cmd_convert(args) -> int:
 def cmd_build(args) -> int:
     from .builder import build
 
-    mod, report = _canonical(args.model)
+    mod, report = _canonical(args.model, args.shape)
     built = build(mod, args.target)
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     built.export(out)
@@ -97,7 +113,7 @@ def cmd_run(args) -> int:
 def cmd_inspect(args) -> int:
     from . import _tvm
 
-    mod, report = _canonical(args.model)
+    mod, report = _canonical(args.model, args.shape)
     print(_tvm.script(mod))
     print(report.summary())
     return 0
@@ -107,7 +123,8 @@ def cmd_parity(args) -> int:
     from .api import parity
 
     feeds = _parse_inputs(args.input)
-    result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target)
+    result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target,
+                    input_shapes=_parse_shapes(args.shape))
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -139,12 +156,16 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("convert", help="model -> canonical module file (.json)")
     c.add_argument("model")
+    c.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
+                   help="static shape for a dynamic model input")
     c.add_argument("-o", "--output", help="output file (default MODEL.canonqnn.json)")
     c.add_argument("--script", help="also write the module as TVMScript text")
     c.set_defaults(func=cmd_convert)
 
     b = sub.add_parser("build", help="model or canonical module -> shared library")
     b.add_argument("model")
+    b.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
+                   help="static shape for a dynamic model input")
     b.add_argument("-o", "--output", help="library path (default MODEL.so)")
     b.add_argument("--target", help="TVM target (default: host CPU)")
     b.set_defaults(func=cmd_build)
@@ -157,10 +178,14 @@ def parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("inspect", help="print the canonical module and its report")
     i.add_argument("model")
+    i.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
+                   help="static shape for a dynamic model input")
     i.set_defaults(func=cmd_inspect)
 
     pa = sub.add_parser("parity", help="compare the TVM build with the source runtime")
     pa.add_argument("model")
+    pa.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
+                   help="static shape for a dynamic model input")
     pa.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
     pa.add_argument("--runs", type=int, default=3, help="random inputs when none are given")
     pa.add_argument("--seed", type=int, default=0)

@@ -7,7 +7,7 @@ import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CORE = ["canonqnn/_tvm.py", "canonqnn/errors.py", "canonqnn/qparams.py", "canonqnn/qdq.py",
-        "canonqnn/io.py", "canonqnn/build.py", *sorted(
+        "canonqnn/io.py", "canonqnn/builder.py", *sorted(
             str(p.relative_to(ROOT)) for p in (ROOT / "canonqnn" / "ops").glob("*.py"))]
 
 

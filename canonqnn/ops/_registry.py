@@ -50,6 +50,9 @@ class CanonicalOp:
             raise TypeError(f"{self.relax_name}: missing attrs {missing}, unexpected {extra}")
         if "rounding" in attrs and attrs["rounding"] not in ROUNDINGS:
             raise ValueError(f"{self.relax_name}: unknown rounding {attrs['rounding']!r}")
+        if "act_min" in attrs and attrs["act_min"] > attrs["act_max"]:
+            raise ValueError(f"{self.relax_name}: empty activation range "
+                             f"[{attrs['act_min']}, {attrs['act_max']}]")
         return _tvm.make_call(self.op, args, {k: _attr_value(v) for k, v in attrs.items()})
 
     def run_reference(self, call: Any, arg_values: list[np.ndarray]) -> np.ndarray:

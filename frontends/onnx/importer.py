@@ -79,9 +79,9 @@ def default_opset(proto: onnx.ModelProto) -> int | None:
         if entry.domain in ("", "ai.onnx"):
             version = int(entry.version)
             if not MIN_OPSET <= version <= MAX_OPSET:
-                raise unsupported_error([("(model)", f"ai.onnx opset {version}",
-                                          f"opset {version} is not supported (canonqnn imports "
-                                          f"ai.onnx opsets {MIN_OPSET}-{MAX_OPSET})")])
+                reason = (f"opset {version} is not supported (canonqnn imports ai.onnx opsets "
+                          f"{MIN_OPSET}-{MAX_OPSET})")
+                raise unsupported_error([("(model)", f"ai.onnx opset {version}", reason)])
             return version
     return None
 
@@ -94,7 +94,8 @@ def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
             raise InvalidModelError(f"node {name!r} (op {node.op_type}) is in the default ONNX "
                                     "domain, but the model imports no ai.onnx opset")
         if node.domain not in DOMAINS:
-            problems.append((name, f"{node.domain}.{node.op_type}", f"domain {node.domain!r} is not supported"))
+            problems.append((name, f"{node.domain}.{node.op_type}",
+                             f"domain {node.domain!r} is not supported"))
         elif node.op_type not in CONVERTERS:
             problems.append((name, node.op_type, "operator is not supported by canonqnn"))
     if problems:
@@ -113,16 +114,17 @@ def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any],
     tt = vi.type.tensor_type
     dtype = dtype_name(tt.elem_type)
     if dtype not in SUPPORTED_INPUT_DTYPES:
-        raise unsupported_error([(vi.name, "graph input", f"input dtype {dtype} is not "
-                                  f"supported{_consumers(graph, vi.name)}")])
+        reason = f"input dtype {dtype} is not supported{_consumers(graph, vi.name)}"
+        raise unsupported_error([(vi.name, "graph input", reason)])
     if vi.name in input_shapes:
         shape = tuple(int(d) for d in input_shapes[vi.name])
     else:
         shape = []
         for d in tt.shape.dim:
             if not d.HasField("dim_value"):
-                raise unsupported_error([(vi.name, "graph input", f"dimension {d.dim_param or '?'!r} is "
-                                          "dynamic; give a static shape (input_shapes / --shape)")])
+                reason = (f"dimension {d.dim_param or '?'!r} is dynamic; give a static shape "
+                          "(load(..., input_shapes=...) or --shape NAME=1x3x224x224)")
+                raise unsupported_error([(vi.name, "graph input", reason)])
             shape.append(int(d.dim_value))
         shape = tuple(shape)
     return TensorInfo(vi.name, dtype, shape)
@@ -155,8 +157,8 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
             raise InvalidModelError(f"cannot bind {name!r}: the model has no such input")
         dtype = dtype_name(vi.type.tensor_type.elem_type)
         if dtype not in ONNX_DTYPE.values():
-            raise unsupported_error([(name, "graph input", f"dtype {dtype} is not supported"
-                                      f"{_consumers(graph, name)}")])
+            reason = f"dtype {dtype} is not supported{_consumers(graph, name)}"
+            raise unsupported_error([(name, "graph input", reason)])
         values[name] = Value(const=np.asarray(array, dtype=dtype), onnx_dtype=dtype)
     inputs = [_input_info(vi, input_shapes or {}, graph) for vi in graph.input
               if vi.name not in values]
@@ -238,8 +240,11 @@ def _outputs(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value
         value = values[vi.name]
         declared = vi.type.tensor_type.elem_type
         if declared and dtype_name(declared) != value.onnx_dtype:
+            producer = next((f"node {n.name or f'#{i}'!r} (op {n.op_type})"
+                             for i, n in enumerate(graph.node) if vi.name in n.output),
+                            "its producer")
             raise InvalidModelError(f"graph output {vi.name!r} is declared {dtype_name(declared)}, "
-                                    f"but the node producing it computes {value.onnx_dtype}")
+                                    f"but {producer} computes {value.onnx_dtype}")
         expr = ctx.expr(value)
         if value.onnx_dtype == "uint8":
             expr = ctx.emit(qdq.int8_to_uint8(expr))

@@ -116,3 +116,17 @@ def test_ops_lists_every_canonical_op(capsys):
     text = capsys.readouterr().out
     for name in REGISTRY:
         assert f"relax.canonqnn.{name}" in text
+
+
+def test_dynamic_batch_needs_shape_and_then_converts(tmp_path, quantized_model, capsys):
+    model = quantized_model("resnet", "qdq", "s8", True)
+    dim = model.graph.input[0].type.tensor_type.shape.dim[0]
+    dim.Clear()
+    dim.dim_param = "N"
+    path = _save(model, tmp_path / "dyn.onnx")
+    assert main(["convert", path, "-o", str(tmp_path / "o.json")]) == EXIT_ERROR
+    assert "dimension 'N' is dynamic" in capsys.readouterr().err
+    assert main(["convert", path, "--shape", "input=1x3x32x32", "-o",
+                 str(tmp_path / "o.json")]) == 0
+    assert main(["parity", path, "--shape", "input=1x3x32x32", "--runs", "1"]) == 0
+    assert main(["convert", path, "--shape", "input=1xAx3"]) == EXIT_ERROR

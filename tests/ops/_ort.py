@@ -11,12 +11,12 @@ from collections.abc import Callable
 
 import numpy as np
 import onnxruntime as ort
+import tvm
 from onnx import TensorProto, helper, numpy_helper
 from tvm import relax
 
+import canonqnn
 from canonqnn import _tvm
-from canonqnn.build import build as canonqnn_build  # (canonqnn.build the attribute turns into
-# the submodule after its first lazy access)
 from canonqnn.ops import REGISTRY, lookup
 
 MS = "com.microsoft"
@@ -93,7 +93,7 @@ class SingleOp:
         self.op = lookup(self.call)
         assert self.op is not None and REGISTRY[self.op.name] is self.op
         self.mod = bb.get()
-        self.built = canonqnn_build(self.mod)
+        self.built = canonqnn.build(self.mod)
 
     def reference(self, **feeds: np.ndarray) -> np.ndarray:
         """The op's numpy reference, through ``REGISTRY[name].run_reference``."""
@@ -106,7 +106,14 @@ class SingleOp:
         return np.asarray(self.op.run_reference(self.call, args))
 
     def tvm(self, **feeds: np.ndarray) -> np.ndarray:
-        return self.built.run(feeds)["output_0"]
+        if all(np.ndim(v) for v in feeds.values()):
+            return self.built.run(feeds)["output_0"]
+        # Built.run turns a 0-d input into shape [1] (np.ascontiguousarray in _tvm.to_device),
+        # which the VM rejects: feed 0-d tensors to the same executable directly.
+        vm = relax.VirtualMachine(self.built.module, tvm.cpu())
+        args = [tvm.runtime.tensor(np.array(feeds[info.name], dtype=info.dtype), tvm.cpu())
+                for info in self.built.io.inputs]
+        return vm["main"](*args).numpy()
 
     def both(self, **feeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.reference(**feeds), self.tvm(**feeds)
@@ -146,3 +153,25 @@ def count_ties(values: np.ndarray) -> int:
     """How many float values lie exactly half-way between two integers."""
     v = np.asarray(values, np.float64)
     return int(np.count_nonzero(v - np.floor(v) == 0.5))
+
+
+# ---------------------------------------------------------------- adversarial accumulators
+def requant_int8(acc, mult, zp: int) -> np.ndarray:
+    """MLAS requantization of int32 accumulators: clamp(RNE(f32(f32(acc) * mult))) + zp."""
+    v = (np.asarray(acc).astype(F32) * np.asarray(mult, F32)).astype(F32)
+    return (np.clip(np.rint(v), -128 - zp, 127 - zp) + zp).astype(np.int8)
+
+
+def discriminating_accumulator(mult, alternatives, zp: int):
+    """The accumulator of smallest magnitude whose int8 result with multiplier ``mult``
+    differs from its result with one of the ``alternatives`` (None if there is none)."""
+    bound = int(300 / float(mult)) + 1
+    acc = np.arange(-bound, bound + 1, dtype=np.int64)
+    y = requant_int8(acc, mult, zp)
+    differs = np.zeros(acc.shape, bool)
+    for alt in alternatives:
+        differs |= requant_int8(acc, alt, zp) != y
+    if not differs.any():
+        return None
+    candidates = acc[differs]
+    return int(candidates[np.argmin(np.abs(candidates))])

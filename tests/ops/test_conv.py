@@ -10,8 +10,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import (F32, U8S8_EXACT, SingleOp, assert_bit_exact, count_ties, rand_q, run_node,
-                  scalar, to_int8)
+from _ort import (
+    F32,
+    U8S8_EXACT,
+    SingleOp,
+    assert_bit_exact,
+    count_ties,
+    discriminating_accumulator,
+    rand_q,
+    requant_int8,
+    run_node,
+    scalar,
+    to_int8,
+)
 
 from canonqnn import _tvm
 from canonqnn.ops import conv
@@ -167,9 +178,9 @@ def test_conv2d_uint8_weights_with_channel_zero_points_match_onnxruntime_u8u8():
     bias = rng.integers(-3000, 3000, 4).astype(np.int32)
     sx, zxu, zyu = F32(0.02), 131, 120
     sy = F32(sx * sw.max() * np.sqrt(27) * 74 * 74 * 3 / 110)
-    op = canon_conv((1, 3, 6, 6), to_int8(wu), bias, QParams.make(sx, zxu - 128),
-                    QParams.make(sw, zwu.astype(np.int32) - 128, axis=0), QParams.make(sy, zyu - 128),
-                    **PLAIN)
+    w_qp = QParams.make(sw, zwu.astype(np.int32) - 128, axis=0)
+    op = canon_conv((1, 3, 6, 6), to_int8(wu), bias, QParams.make(sx, zxu - 128), w_qp,
+                    QParams.make(sy, zyu - 128), **PLAIN)
     for seed in (1, 2):
         xu = rand_q(np.random.default_rng(seed), (1, 3, 6, 6), np.uint8)
         oracle = ort_qlinear_conv(xu, sx, zxu, wu, sw, zwu, sy, zyu, bias, **PLAIN)
@@ -221,3 +232,34 @@ def test_conv2d_int32_output_matches_convinteger_plus_bias():
                           strides=[2, 1], pads=[1, 0, 1, 1], dilations=[1, 2], group=1)
         oracle = oracle + bias[None, :, None, None]
         assert_bit_exact(oracle, *op.both(x=x), f"seed {seed}")
+
+
+def test_conv2d_multiplier_order_matches_onnxruntime_at_rounding_boundaries():
+    # ORT: M[o] = f32(f32(sx * sw[o]) / sy). The bias puts output (0, o, 2, 2) of each channel on
+    # an accumulator where other evaluation orders of M round differently.
+    rng = np.random.default_rng(950)
+    o = 32
+    w = rand_q(rng, (o, 3, 3, 3))
+    x = rand_q(rng, (1, 3, 5, 5))
+    sw = rng.uniform(0.005, 0.02, o).astype(F32)
+    sx, zx, zy = F32(0.021), 4, -6
+    sy = F32(sx * sw.max() * np.sqrt(27) * 74 * 74 * 3 / 110)
+    mult = ((sx * sw).astype(F32) / sy).astype(F32)
+    alternatives = [(sx * (sw / sy).astype(F32)).astype(F32),                 # sx * (sw / sy)
+                    (np.float64(sx) * sw.astype(np.float64) / np.float64(sy)).astype(F32)]
+    dot = accumulator(x, w, np.zeros(o, np.int32), zx, 0, **PLAIN).astype(np.int64)
+    bias = rng.integers(-2000, 2000, o).astype(np.int64)
+    for c in range(o):  # channels alternate which other order they catch
+        for alt in (alternatives[c % 2], alternatives[1 - c % 2]):
+            target = discriminating_accumulator(mult[c], [alt[c]], zy)
+            if target is not None:
+                bias[c] = target - dot[0, c, 2, 2]
+                break
+    bias = bias.astype(np.int32)
+    op = canon_conv(x.shape, w, bias, QParams.make(sx, zx), QParams.make(sw, 0, axis=0),
+                    QParams.make(sy, zy), **PLAIN)
+    oracle = ort_qlinear_conv(x, sx, zx, w, sw, np.zeros(o, np.int8), sy, zy, bias, **PLAIN)
+    assert_bit_exact(oracle, *op.both(x=x))
+    acc = dot + bias[None, :, None, None]
+    for alt in alternatives:  # each other order would have failed on some element
+        assert np.count_nonzero(requant_int8(acc, alt[None, :, None, None], zy) != oracle) >= 2

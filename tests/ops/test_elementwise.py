@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import (F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_node, scalar,
-                  to_int8)
+from _ort import F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_node, scalar, to_int8
 
-from canonqnn.ops import elementwise
+from canonqnn.ops import REGISTRY, elementwise
 from canonqnn.ops.elementwise import a_is_span_scalar, fma_f32
 from canonqnn.qparams import QParams
 
@@ -118,11 +117,11 @@ def _sweep(name, key, p):
 
 
 def _reference_only(name, a, b, p):
-    """The op's numpy reference (no build) on stored data, result in the stored dtype."""
+    """The registered numpy reference (no build) on stored data, result in the stored dtype."""
     sa, za, sb, zb, sc, zc = p
     uint8 = a.dtype == np.uint8
     o = 128 if uint8 else 0
-    ref = (elementwise.add_reference if name == "add" else elementwise.mul_reference)(
+    ref = REGISTRY[name].reference(
         to_int8(a) if uint8 else a, to_int8(b) if uint8 else b,
         a_scale=float(F32(sa)), a_zp=za - o, b_scale=float(F32(sb)), b_zp=zb - o,
         out_scale=float(F32(sc)), out_zp=zc - o, act_min=-128, act_max=127, rounding="rne_f32",
@@ -184,12 +183,13 @@ BCAST_SHAPES = {
 def _bcast_data(rng, name, dtype):
     a_shape, b_shape = BCAST_SHAPES[name]
     if name in ("per_channel_b_c11", "leading_dims_b", "scalar_b"):
-        return _planes(rng, a_shape, dtype), (all_values(dtype).reshape(b_shape) if name == "per_channel_b_c11" else
-                     rand_q(rng, b_shape, dtype))
+        small = (all_values(dtype).reshape(b_shape) if name == "per_channel_b_c11" else
+                 rand_q(rng, b_shape, dtype))
+        return _planes(rng, a_shape, dtype), small
     if name in ("per_channel_a_c11", "leading_dims_a", "scalar_a"):
-        big = _planes(rng, b_shape, dtype)
-        return (all_values(dtype).reshape(a_shape) if name == "per_channel_a_c11" else
-                rand_q(rng, a_shape, dtype)), big
+        small = (all_values(dtype).reshape(a_shape) if name == "per_channel_a_c11" else
+                 rand_q(rng, a_shape, dtype))
+        return small, _planes(rng, b_shape, dtype)
     return rand_q(rng, a_shape, dtype), rand_q(rng, b_shape, dtype)
 
 
@@ -238,12 +238,13 @@ def test_a_is_span_scalar_follows_innermost_moving_axis():
 # ---------------------------------------------------------------- activation clamp
 @pytest.mark.parametrize("name", ["add", "mul"])
 def test_binary_activation_clamp_equals_clipping_onnxruntime_output(name):
-    p = ADD_SETS["int8-order"] if name == "add" else MUL_SETS["int8-fma"]
+    # ReLU-like windows [out_zp, 100] as integer clamps (uint8: [zp, 228] in stored values)
+    p = ADD_SETS["int8-order"] if name == "add" else MUL_SETS["int8-ties"]
     rng = np.random.default_rng(5)
     a, b = rand_q(rng, (4, 64)), rand_q(rng, (4, 64))
     out = check(name, a, b, p, act=(p[5], 100), what=f"{name} relu-like clamp")
     assert (out == p[5]).any() and (out == 100).any()
-    u_p = ADD_SETS["uint8-order"] if name == "add" else MUL_SETS["uint8-fma"]
+    u_p = ADD_SETS["uint8-order"] if name == "add" else MUL_SETS["uint8-ties"]
     au, bu = rand_q(rng, (4, 64), np.uint8), rand_q(rng, (4, 64), np.uint8)
     out = check(name, au, bu, u_p, act=(u_p[5] - 128, 100), what=f"{name} uint8 clamp")
     assert (out == u_p[5]).any() and (out == 228).any()

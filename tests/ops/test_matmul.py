@@ -9,8 +9,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import (F32, MS, U8S8_EXACT, SingleOp, assert_bit_exact, count_ties, rand_q,
-                  run_node, scalar, to_int8)
+from _ort import (
+    F32,
+    MS,
+    U8S8_EXACT,
+    SingleOp,
+    assert_bit_exact,
+    count_ties,
+    discriminating_accumulator,
+    rand_q,
+    requant_int8,
+    run_node,
+    scalar,
+    to_int8,
+)
 
 from canonqnn import _tvm
 from canonqnn.ops import matmul
@@ -178,3 +190,38 @@ def test_matmul_int32_output_matches_matmulinteger_plus_bias():
     oracle = run_node("MatMulInteger", ["A", "B", "za", "zb"], dict(A=a, B=b),
                       dict(za=scalar(4, np.int8), zb=scalar(-6, np.int8)), np.int32)
     assert_bit_exact(oracle + bias, *op.both(a=a, b=b))
+
+
+def test_matmul_multiplier_order_with_alpha_matches_qgemm_at_rounding_boundaries():
+    # ORT QGemm: M[n] = f32(f32(f32(alpha * sa) * sb[n]) / sy). The bias puts row 0 of each
+    # column on an accumulator where other evaluation orders of M round differently.
+    rng = np.random.default_rng(90)
+    m, k, n = 3, 8, 32
+    b = rand_q(rng, (k, n))
+    a = rand_q(rng, (m, k))
+    sb = rng.uniform(0.005, 0.02, n).astype(F32)
+    sa, alpha, za, zy = F32(0.037), F32(0.3), -5, 3
+    sy = out_scale_for(sa * alpha, sb, k)
+    mult = ((F32(alpha * sa) * sb).astype(F32) / sy).astype(F32)
+    alternatives = [((F32(sa) * sb).astype(F32) * alpha / sy).astype(F32),   # (sa*sb)*alpha
+                    (np.float64(alpha) * np.float64(sa) * sb.astype(np.float64)
+                     / np.float64(sy)).astype(F32)]                          # float64, one rounding
+    dot = (a.astype(np.int64) - za) @ b.astype(np.int64)
+    bias = rng.integers(-2000, 2000, n).astype(np.int64)
+    for j in range(n):  # columns alternate which other order they catch
+        for alt in (alternatives[j % 2], alternatives[1 - j % 2]):
+            target = discriminating_accumulator(mult[j], [alt[j]], zy)
+            if target is not None:
+                bias[j] = target - dot[0, j]
+                break
+    bias = bias.astype(np.int32)
+    op = canon_matmul((m, k), b, QParams.make(sa, za), b_qparams(sb, np.zeros(n, np.int8)),
+                      QParams.make(sy, zy), bias=bias, alpha=float(alpha))
+    consts = dict(sa=scalar(sa, F32), za=scalar(za, np.int8), B=b, sb=sb,
+                  zb=np.zeros(n, np.int8), C=bias, sy=scalar(sy, F32), zy=scalar(zy, np.int8))
+    oracle = run_node("QGemm", ["A", "sa", "za", "B", "sb", "zb", "C", "sy", "zy"], dict(A=a),
+                      consts, np.int8, domain=MS, alpha=float(alpha))
+    assert_bit_exact(oracle, *op.both(a=a))
+    acc = dot + bias
+    for alt in alternatives:  # each other order would have failed on some element
+        assert np.count_nonzero(requant_int8(acc, alt, zy) != oracle) >= 2

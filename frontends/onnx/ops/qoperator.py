@@ -127,7 +127,7 @@ def qgemm(ctx, node, inputs, attrs):
             raise Unsupported("a per-row bias needs alpha 1 and per-tensor B parameters")
         bias = int32_bias(ctx, Value(const=c.const.reshape(m), onnx_dtype="int32"),
                           bf.dequantized, af.dequantized)
-        y_t = nn.gemm(ctx, bf, af, bias, dict(transA=1 - tb, transB=1 - ta))
+        y_t = nn.gemm(ctx, bf, af, bias, {"transA": 1 - tb, "transB": 1 - ta})
         if ys is None:
             return [shape_ops.transpose(ctx, y_t, [1, 0])]
         y_t = q(ctx, y_t, ys, yz)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from canonqnn import qdq
+from canonqnn.errors import InvalidModelError
 from canonqnn.qparams import QParams, check_scale, uint8_to_int8
 
 from .._context import ImportContext, Unsupported, Value, onnx_op
@@ -57,11 +58,19 @@ def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | No
 
 def _reject_blocked(attrs: dict) -> None:
     if attrs.get("block_size", 0):
-        raise Unsupported(f"blocked quantization (block_size={attrs['block_size']}) is not supported")
+        raise Unsupported(
+            f"blocked quantization (block_size={attrs['block_size']}) is not supported")
+
+
+def _check_axis(shape: tuple[int, ...], qp: QParams) -> None:
+    if not qp.per_tensor and (qp.axis >= len(shape) or shape[qp.axis] != qp.scale.size):
+        raise InvalidModelError(f"{qp.scale.size} per-axis scales/zero points along axis "
+                                f"{qp.axis} of a tensor of shape {list(shape)}")
 
 
 def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
     """``dequantize`` of an int8-held tensor (constants are shifted from uint8 here)."""
+    _check_axis(ctx.shape(x), qp)
     if x.const is not None:
         data = uint8_to_int8(x.const) if x.onnx_dtype == "uint8" else x.const
         expr = ctx.expr(Value(const=np.asarray(data, qp.dtype)))
@@ -71,6 +80,7 @@ def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
 
 
 def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -> Value:
+    _check_axis(ctx.shape(y), qp)
     q = qdq.quantize(ctx.expr(y), qp)
     expr = ctx.emit_uint8(q) if onnx_dtype == "uint8" else ctx.emit(q)
     return Value(expr=expr, onnx_dtype=onnx_dtype, qparams=qp)
