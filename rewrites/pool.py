@@ -37,6 +37,9 @@ def _single_input(ctx: Context, call: Any, op: str):
         return Decline("input is not dequantized from int8", y)
     if (why := per_tensor_int8(x, "input", y)) is not None:
         return why
+    layouts = _tvm.attrs_dict(inner)
+    if layouts.get("layout", "NCHW") != "NCHW" or layouts.get("out_layout", "NCHW") != "NCHW":
+        return Decline(f"layout {layouts['layout']} is not NCHW", y)
     return out, act, inner, x, y
 
 
@@ -46,8 +49,6 @@ def fold_avg_pool(ctx: Context, call: Any):
         return m
     out, act, inner, x, at = m
     a = _tvm.attrs_dict(inner)
-    if a["layout"] != "NCHW" or a["out_layout"] != "NCHW":
-        return Decline(f"layout {a['layout']} is not NCHW", at)
     if any(d != 1 for d in a["dilation"]):
         return Decline("dilated average pooling", at)
     bounds = act.bounds(out.qparams)
@@ -81,8 +82,6 @@ def fold_max_pool(ctx: Context, call: Any):
         return m
     out, act, inner, x, at = m
     a = _tvm.attrs_dict(inner)
-    if a["layout"] != "NCHW" or a["out_layout"] != "NCHW":
-        return Decline(f"layout {a['layout']} is not NCHW", at)
     pooled = movement.max_pool2d(x.operand, x.qparams, pool_size=a["pool_size"],
                                  strides=a["strides"], padding=a["padding"],
                                  dilation=a["dilation"], ceil_mode=a["ceil_mode"])
