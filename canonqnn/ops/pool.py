@@ -25,7 +25,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
 from ._registry import CanonicalOp, register
-from ._requant import te_no_contract
+from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 from .elementwise import storage_offset
 from .movement import pool_out_size
 
@@ -40,29 +40,23 @@ def _global_scale(a: dict, count: int) -> np.float32:
 def _global_reference(x, **a) -> np.ndarray:
     n, c, h, w = x.shape
     acc = x.astype(np.int64).sum(axis=(2, 3), keepdims=True) - a["x_zp"] * h * w
-    v = acc.astype(np.int32).astype(F32) * _global_scale(a, h * w)
-    v = np.clip(v, F32(a["act_min"] - a["out_zp"]), F32(a["act_max"] - a["out_zp"]))
-    return (np.rint(v).astype(np.int32) + a["out_zp"]).astype(np.int8)
+    return requant_accumulator(acc.astype(np.int32), _global_scale(a, h * w), a["out_zp"],
+                               a["act_min"], a["act_max"])
 
 
 def _global_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     n, c, h, w = _tvm.shape_of(call.args[0])
     scale = tirx.const(float(_global_scale(a, h * w)), "float32")
-    zp = a["out_zp"]
 
     def compute(x):
         ry, rx = te.reduce_axis((0, h), "ry"), te.reduce_axis((0, w), "rx")
         acc = te.compute((n, c, 1, 1), lambda i, j, _a, _b: te.sum(
             x[i, j, ry, rx].astype("int32"), axis=[ry, rx]), name="acc")
 
-        def out(i, j, p, q):
-            v = (acc[i, j, p, q] - a["x_zp"] * h * w).astype("float32") * scale
-            v = te.max(te.min(v, tirx.const(float(a["act_max"] - zp), "float32")),
-                       tirx.const(float(a["act_min"] - zp), "float32"))
-            return (tirx.round(v).astype("int32") + zp).astype("int8")
-
-        return te.compute((n, c, 1, 1), out, name="global_avg_pool")
+        return te.compute((n, c, 1, 1), lambda *i: te_requant_accumulator(
+            acc(*i) - a["x_zp"] * h * w, scale, a["out_zp"], a["act_min"], a["act_max"]),
+            name="global_avg_pool")
 
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_global_avg_pool2d")
 
