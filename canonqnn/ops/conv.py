@@ -115,8 +115,9 @@ CONV2D = register(CanonicalOp(
     infer=_infer,
     legalize=_legalize,
     reference=reference,
-    constraints="x int8 NCHW, w int8 OIHW constant, bias int32 [O], w_scale float32 [O] or [], "
-                "w_zp int8 [O] or []; per-tensor x and output; out_dtype int8, or int32 with "
+    constraints="x int8 NCHW, w int8 OIHW (constant or not), bias int32 [O], "
+                "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
+                "out_dtype int8, or int32 with "
                 "multiplier exactly 1 and out_zp 0",
 ))
 
