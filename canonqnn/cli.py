@@ -153,19 +153,20 @@ def cmd_demo(args) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canonqnn", description=__doc__.splitlines()[0])
     sub = p.add_subparsers(dest="command", required=True)
+    model_options = argparse.ArgumentParser(add_help=False)
+    model_options.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
+                               help="static shape for a dynamic model input")
 
-    c = sub.add_parser("convert", help="model -> canonical module file (.json)")
+    c = sub.add_parser("convert", parents=[model_options],
+                       help="model -> canonical module file (.json)")
     c.add_argument("model")
-    c.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
-                   help="static shape for a dynamic model input")
     c.add_argument("-o", "--output", help="output file (default MODEL.canonqnn.json)")
     c.add_argument("--script", help="also write the module as TVMScript text")
     c.set_defaults(func=cmd_convert)
 
-    b = sub.add_parser("build", help="model or canonical module -> shared library")
+    b = sub.add_parser("build", parents=[model_options],
+                       help="model or canonical module -> shared library")
     b.add_argument("model")
-    b.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
-                   help="static shape for a dynamic model input")
     b.add_argument("-o", "--output", help="library path (default MODEL.so)")
     b.add_argument("--target", help="TVM target (default: host CPU)")
     b.set_defaults(func=cmd_build)
@@ -176,16 +177,14 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-o", "--output", help="outputs .npz (default outputs.npz)")
     r.set_defaults(func=cmd_run)
 
-    i = sub.add_parser("inspect", help="print the canonical module and its report")
+    i = sub.add_parser("inspect", parents=[model_options],
+                       help="print the canonical module and its report")
     i.add_argument("model")
-    i.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
-                   help="static shape for a dynamic model input")
     i.set_defaults(func=cmd_inspect)
 
-    pa = sub.add_parser("parity", help="compare the TVM build with the source runtime")
+    pa = sub.add_parser("parity", parents=[model_options],
+                        help="compare the TVM build with the source runtime")
     pa.add_argument("model")
-    pa.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
-                   help="static shape for a dynamic model input")
     pa.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
     pa.add_argument("--runs", type=int, default=3, help="random inputs when none are given")
     pa.add_argument("--seed", type=int, default=0)

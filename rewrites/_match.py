@@ -93,3 +93,26 @@ def per_tensor_int8(parsed: QdqCall, what: str, at: Any) -> Decline | None:
 
 
 FULL_RANGE = (INT8_MIN, INT8_MAX)
+
+
+def unary_chain(ctx: Context, call: Any, op: str, *, activation: bool):
+    """``(out, act, inner, x, at)`` for ``q([act](op(dq(x))))`` with per-tensor int8 ``x``;
+    a Decline when the chain is there but cannot fold; None when it is not there.
+
+    ``activation`` allows a relu/clip between ``op`` and the quantize; ``at`` is ``op``'s value.
+    """
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    y, act = strip_activation(ctx, out.operand) if activation else (out.operand, Activation())
+    inner = ctx.call(y, op)
+    if inner is None:
+        return None
+    if not ctx.single_use(y):
+        return Decline("the float result has other users", y)
+    x = dequantized(ctx, inner.args[0])
+    if x is None:
+        return Decline("input is not dequantized from int8", y)
+    if (why := per_tensor_int8(x, "input", y)) is not None:
+        return why
+    return out, act, inner, x, y

@@ -15,7 +15,8 @@ from canonqnn.ops import movement
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import FULL_RANGE, dequantized, output, per_tensor_int8, strip_activation
+from ._match import (FULL_RANGE, dequantized, output, per_tensor_int8, strip_activation,
+                     unary_chain)
 
 RESHAPE, PERMUTE, CONCAT = "relax.reshape", "relax.permute_dims", "relax.concat"
 
@@ -27,38 +28,20 @@ def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=FULL_RANGE):
     return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds)
 
 
-def _unary_move(ctx: Context, call: Any, op: str):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    inner = ctx.call(out.operand, op)
-    if inner is None:
-        return None
-    at = out.operand
-    if not ctx.single_use(at):
-        return Decline("the float result has other users", at)
-    x = dequantized(ctx, inner.args[0])
-    if x is None:
-        return Decline("input is not dequantized from int8", at)
-    if (why := per_tensor_int8(x, "input", at)) is not None:
-        return why
-    return out, inner, x
-
-
 def fold_reshape(ctx: Context, call: Any):
-    m = _unary_move(ctx, call, RESHAPE)
+    m = unary_chain(ctx, call, RESHAPE, activation=False)
     if not isinstance(m, tuple):
         return m
-    out, inner, x = m
+    out, _, inner, x, _ = m
     moved = movement.reshape(x.operand, _tvm.shape_of(inner), x.qparams)
     return _finish(ctx, moved, x.qparams, out.qparams)
 
 
 def fold_transpose(ctx: Context, call: Any):
-    m = _unary_move(ctx, call, PERMUTE)
+    m = unary_chain(ctx, call, PERMUTE, activation=False)
     if not isinstance(m, tuple):
         return m
-    out, inner, x = m
+    out, _, inner, x, _ = m
     axes = _tvm.attrs_dict(inner).get("axes")
     rank = len(_tvm.shape_of(x.operand))
     axes = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]

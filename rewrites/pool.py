@@ -12,35 +12,23 @@ from typing import Any
 
 from canonqnn import _tvm
 from canonqnn.ops import movement, pool
-
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, output, per_tensor_int8, strip_activation
+from ._match import unary_chain
 
 AVG, MEAN, MAX = "relax.nn.avg_pool2d", "relax.mean", "relax.nn.max_pool2d"
 
 
 def _single_input(ctx: Context, call: Any, op: str):
-    """``(out, act, pool_call, x, at)`` for q(act(op(dq(x)))), or a Decline / None."""
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    y, act = strip_activation(ctx, out.operand)
-    inner = ctx.call(y, op)
-    if inner is None:
-        return None
-    if not ctx.single_use(y):
-        return Decline("the float result has other users", y)
-    x = dequantized(ctx, inner.args[0])
-    if x is None:
-        return Decline("input is not dequantized from int8", y)
-    if (why := per_tensor_int8(x, "input", y)) is not None:
-        return why
-    layouts = _tvm.attrs_dict(inner)
+    """``(out, act, pool_call, x, at)`` for q(act(op(dq(x)))) in NCHW, or a Decline / None."""
+    m = unary_chain(ctx, call, op, activation=True)
+    if not isinstance(m, tuple):
+        return m
+    layouts = _tvm.attrs_dict(m[2])
     if layouts.get("layout", "NCHW") != "NCHW" or layouts.get("out_layout", "NCHW") != "NCHW":
-        return Decline(f"layout {layouts['layout']} is not NCHW", y)
-    return out, act, inner, x, y
+        return Decline(f"layout {layouts['layout']} is not NCHW", m[4])
+    return m
 
 
 def fold_avg_pool(ctx: Context, call: Any):
