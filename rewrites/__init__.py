@@ -10,13 +10,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import compute, elementwise, movement, pool
+from . import (compute, elementwise, epilogue, indexing, lut, movement, pool, reduce, resize,
+               select, softmax)
 from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
 
 DEFAULT_PHASES = (
     Phase("compute", compute.RULES),
-    Phase("elementwise_pool_movement", elementwise.RULES + pool.RULES + movement.RULES[:3]),
+    Phase("elementwise_pool_movement",
+          elementwise.RULES + pool.RULES + softmax.RULES + resize.RULES + reduce.RULES
+          + select.RULES + indexing.RULES + movement.RULES[:3]),
     Phase("requantize", movement.RULES[3:]),
+    # After requantize, so that a lone relu/clip stays an integer clamp rather than a table.
+    Phase("lut", lut.RULES),
+    Phase("epilogue", epilogue.RULES),
 )
 
 

@@ -1,7 +1,9 @@
 """Canonical int8 ops ``relax.canonqnn.*``: importing this package registers all of them."""
 
-from . import conv, elementwise, matmul, movement, pool
+from . import (conv, conv_transpose, elementwise, indexing, lut, matmul, movement, pool, reduce,
+               resize, select, softmax)
 from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, lookup
 
-__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "lookup", "conv", "elementwise",
-           "matmul", "movement", "pool"]
+__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "lookup", "conv", "conv_transpose",
+           "elementwise", "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize",
+           "select", "softmax"]

@@ -62,12 +62,23 @@ class Unsupported(Exception):
 
 Converter = Callable[["ImportContext", onnx.NodeProto, list, dict], list]
 CONVERTERS: dict[str, Converter] = {}
+# How a converter treats quantized integer inputs (QOperator models apply some ops to them):
+#   "consumes"    - the converter takes quantized integer operands itself (Q/DQ, QLinear*);
+#   "passthrough" - the op is exact on quantized data (data movement, max): the importer wraps
+#                   it as dequantize -> op -> quantize with the input tensor's own parameters.
+# Any other op given a quantized tensor is refused.
+QUANTIZED_INPUTS: dict[str, str] = {}
 
 
-def onnx_op(*op_types: str) -> Callable[[Converter], Converter]:
+def onnx_op(*op_types: str, quantized: str | None = None) -> Callable[[Converter], Converter]:
+    if quantized not in (None, "consumes", "passthrough"):
+        raise ValueError(f"quantized={quantized!r}")
+
     def register(fn: Converter) -> Converter:
         for op_type in op_types:
             CONVERTERS[op_type] = fn
+            if quantized:
+                QUANTIZED_INPUTS[op_type] = quantized
         return fn
 
     return register

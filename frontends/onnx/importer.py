@@ -24,6 +24,7 @@ from . import ops  # noqa: F401  (registers the converters)
 from .ops.quant import dequantize_value, quantize_value
 from ._context import (
     CONVERTERS,
+    QUANTIZED_INPUTS,
     DOMAINS,
     ONNX_DTYPE,
     ImportContext,
@@ -39,13 +40,6 @@ SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
 # ai.onnx opsets whose semantics every converter was checked against (onnx 1.23 knows up to
 # 28; from 21 on, Q/DQ and friends only add types and attributes that the converters reject).
 MIN_OPSET, MAX_OPSET = 10, 28
-# Ops a QOperator model applies directly to quantized tensors: imported as dequantize -> op ->
-# quantize with the tensor's own parameters (exact for data movement and max).
-QUANTIZED_PASSTHROUGH = ("MaxPool", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose")
-# Ops whose converters take quantized integer operands themselves.
-QUANTIZED_CONSUMERS = ("DequantizeLinear", "Identity", "QLinearConv", "QLinearMatMul", "QGemm",
-                       "QLinearAdd", "QLinearMul", "QLinearAveragePool",
-                       "QLinearGlobalAveragePool", "QLinearConcat", "ConvInteger", "MatMulInteger")
 
 
 def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
@@ -218,13 +212,14 @@ def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str,
 def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Value]:
     converter = CONVERTERS[node.op_type]
     attrs = attributes(node)
-    if node.op_type in QUANTIZED_CONSUMERS:
+    handling = QUANTIZED_INPUTS.get(node.op_type)
+    if handling == "consumes":
         return converter(ctx, node, inputs, attrs)
     quantized = [v for v in inputs if v is not None and v.qparams is not None]
     if not quantized:
         return converter(ctx, node, inputs, attrs)
     x = inputs[0]
-    if node.op_type not in QUANTIZED_PASSTHROUGH or x.qparams is None or len(quantized) > 1:
+    if handling != "passthrough" or x.qparams is None or len(quantized) > 1:
         raise Unsupported(f"{node.op_type} applied to a quantized {quantized[0].onnx_dtype} tensor "
                           "(expected DequantizeLinear first or a QLinear operator)")
     real = dequantize_value(ctx, x, x.qparams)

@@ -1,3 +1,4 @@
 """ONNX op converters, one module per family; importing registers them."""
 
-from . import elementwise, nn, qoperator, quant, shape  # noqa: F401
+from . import (activation, elementwise, indexing, nn, qoperator, quant, resize, shape,  # noqa: F401
+               softmax)

@@ -130,7 +130,7 @@ def average_pool_op(ctx, node, inputs, attrs):
     return [average_pool(ctx, inputs[0], attrs)]
 
 
-@onnx_op("MaxPool")
+@onnx_op("MaxPool", quantized="passthrough")
 def max_pool_op(ctx, node, inputs, attrs):
     if len(node.output) > 1 and node.output[1]:
         raise Unsupported("MaxPool indices output is not supported")

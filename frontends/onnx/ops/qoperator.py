@@ -71,7 +71,7 @@ def int32_bias(ctx: ImportContext, bias: Value | None, x_qp: QParams, w_qp: QPar
     return dequantize_value(ctx, Value(const=b, onnx_dtype="int32"), qp)
 
 
-@onnx_op("QLinearConv")
+@onnx_op("QLinearConv", quantized="consumes")
 def qlinear_conv(ctx, node, inputs, attrs):
     x, xs, xz, w, ws, wz, ys, yz, b = (inputs + [None])[:9]
     xf = dq(ctx, x, xs, xz, what="input")
@@ -80,7 +80,7 @@ def qlinear_conv(ctx, node, inputs, attrs):
     return [q(ctx, nn.conv(ctx, xf, wf, bias, attrs), ys, yz)]
 
 
-@onnx_op("QLinearMatMul")
+@onnx_op("QLinearMatMul", quantized="consumes")
 def qlinear_matmul(ctx, node, inputs, attrs):
     """A's parameters are per tensor or per row, B's per tensor or per column (ONNX); float16
     scales (opset 21) are converted to float32 exactly, as onnxruntime computes in float32."""
@@ -103,7 +103,7 @@ def _bias_layout(c: Value | None, m: int, n: int) -> str:
     return "row" if shape[1] == 1 else "element"
 
 
-@onnx_op("QGemm")
+@onnx_op("QGemm", quantized="consumes")
 def qgemm(ctx, node, inputs, attrs):
     """Y = alpha * A'B' + C, C int32 with scale alpha * a_scale * b_scale (beta must be 1).
 
@@ -149,8 +149,8 @@ def _binary(op_type):
     return convert
 
 
-onnx_op("QLinearAdd")(_binary("Add"))
-onnx_op("QLinearMul")(_binary("Mul"))
+onnx_op("QLinearAdd", quantized="consumes")(_binary("Add"))
+onnx_op("QLinearMul", quantized="consumes")(_binary("Mul"))
 
 
 def _channels_first(attrs: dict, op: str) -> None:
@@ -170,7 +170,7 @@ def _pool_attrs_1d_as_2d(attrs: dict) -> dict:
     return out
 
 
-@onnx_op("QLinearAveragePool")
+@onnx_op("QLinearAveragePool", quantized="consumes")
 def qlinear_average_pool(ctx, node, inputs, attrs):
     """2-D pooling; 1-D pooling runs as 2-D over [N, C, 1, W] (int8 reshapes around it)."""
     _channels_first(attrs, "QLinearAveragePool")
@@ -195,14 +195,14 @@ def qlinear_average_pool(ctx, node, inputs, attrs):
     return [quantized_reshape(ctx, y4, (n, c, w))]
 
 
-@onnx_op("QLinearGlobalAveragePool")
+@onnx_op("QLinearGlobalAveragePool", quantized="consumes")
 def qlinear_global_average_pool(ctx, node, inputs, attrs):
     _channels_first(attrs, "QLinearGlobalAveragePool")
     x, xs, xz, ys, yz = (inputs + [None])[:5]
     return [q(ctx, nn.global_average_pool(ctx, dq(ctx, x, xs, xz, what="X")), ys, yz)]
 
 
-@onnx_op("QLinearConcat")
+@onnx_op("QLinearConcat", quantized="consumes")
 def qlinear_concat(ctx, node, inputs, attrs):
     ys, yz, *rest = inputs
     if len(rest) % 3:
@@ -228,7 +228,7 @@ def _accumulator(ctx: ImportContext, y: Value) -> Value:
     return Value(expr=ctx.emit(relax.op.astype(ctx.expr(y), "int32")), onnx_dtype="int32")
 
 
-@onnx_op("ConvInteger")
+@onnx_op("ConvInteger", quantized="consumes")
 def conv_integer(ctx, node, inputs, attrs):
     """x zero point per tensor; w zero point per tensor or per output channel."""
     x, w, xz, wz = (inputs + [None, None])[:4]
@@ -237,7 +237,7 @@ def conv_integer(ctx, node, inputs, attrs):
     return [_accumulator(ctx, nn.conv(ctx, xf, wf, None, attrs))]
 
 
-@onnx_op("MatMulInteger")
+@onnx_op("MatMulInteger", quantized="consumes")
 def matmul_integer(ctx, node, inputs, attrs):
     """A zero point per tensor; B zero point per tensor or per column."""
     a, b, az, bz = (inputs + [None, None])[:4]

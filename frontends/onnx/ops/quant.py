@@ -86,7 +86,7 @@ def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -
     return Value(expr=expr, onnx_dtype=onnx_dtype, qparams=qp)
 
 
-@onnx_op("DequantizeLinear")
+@onnx_op("DequantizeLinear", quantized="consumes")
 def dequantize_linear(ctx, node, inputs, attrs):
     _reject_blocked(attrs)
     x, scale, zp = (inputs + [None, None])[:3]

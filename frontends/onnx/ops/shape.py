@@ -23,7 +23,7 @@ def _axes(ctx, node, inputs, attrs, what) -> list[int] | None:
     return attrs.get("axes")
 
 
-@onnx_op("Reshape")
+@onnx_op("Reshape", quantized="passthrough")
 def reshape_op(ctx, node, inputs, attrs):
     x = inputs[0]
     in_shape = ctx.shape(x)
@@ -38,14 +38,14 @@ def reshape_op(ctx, node, inputs, attrs):
     return [reshape_to(ctx, x, target)]
 
 
-@onnx_op("Flatten")
+@onnx_op("Flatten", quantized="passthrough")
 def flatten_op(ctx, node, inputs, attrs):
     shape = ctx.shape(inputs[0])
     axis = attrs.get("axis", 1) % (len(shape) or 1) if shape else 0
     return [reshape_to(ctx, inputs[0], (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))]
 
 
-@onnx_op("Squeeze")
+@onnx_op("Squeeze", quantized="passthrough")
 def squeeze_op(ctx, node, inputs, attrs):
     shape = ctx.shape(inputs[0])
     axes = _axes(ctx, node, inputs, attrs, "Squeeze")
@@ -55,7 +55,7 @@ def squeeze_op(ctx, node, inputs, attrs):
     return [reshape_to(ctx, inputs[0], [d for i, d in enumerate(shape) if i not in axes])]
 
 
-@onnx_op("Unsqueeze")
+@onnx_op("Unsqueeze", quantized="passthrough")
 def unsqueeze_op(ctx, node, inputs, attrs):
     shape = list(ctx.shape(inputs[0]))
     axes = _axes(ctx, node, inputs, attrs, "Unsqueeze") or []
@@ -70,7 +70,7 @@ def transpose(ctx: ImportContext, x: Value, perm) -> Value:
                  onnx_dtype=x.onnx_dtype)
 
 
-@onnx_op("Transpose")
+@onnx_op("Transpose", quantized="passthrough")
 def transpose_op(ctx, node, inputs, attrs):
     rank = len(ctx.shape(inputs[0]))
     return [transpose(ctx, inputs[0], attrs.get("perm", list(range(rank))[::-1]))]
@@ -86,6 +86,6 @@ def concat_op(ctx, node, inputs, attrs):
     return [concat(ctx, inputs, attrs["axis"])]
 
 
-@onnx_op("Identity")
+@onnx_op("Identity", quantized="consumes")
 def identity_op(ctx, node, inputs, attrs):
     return [inputs[0]]

@@ -1,0 +1,3 @@
+"""(in progress)"""
+
+RULES = ()
