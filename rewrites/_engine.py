@@ -16,6 +16,7 @@ from typing import Any
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
+from canonqnn.io import module_io
 from canonqnn.ops import lookup
 from canonqnn.qdq import DEQUANTIZE, QUANTIZE, UINT8_ATTR
 
@@ -83,11 +84,15 @@ class Report:
 class Context:
     """What rules see: bindings (already rewritten), use counts, an emitter."""
 
-    def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str]) -> None:
+    def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str],
+                 source: str = "onnx") -> None:
         self._mutator = mutator
         self._uses = uses
         self._uint8 = uint8_tensors
         self.binding_var: Any = None  # the variable whose value is being rewritten
+        # The runtime whose arithmetic the canonical ops must reproduce ("onnx" = onnxruntime),
+        # from the interface the frontend recorded; lookup tables are built the way it computes.
+        self.source = source
 
     def source_dtype(self, var: Any | None = None) -> str:
         """``"uint8"`` when the int8 tensor bound to ``var`` (default: the binding being
@@ -119,10 +124,10 @@ class Context:
 @relax.expr_functor.mutator
 class _PhaseMutator(relax.expr_functor.PyExprMutator):
     def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter,
-                 uint8_tensors: frozenset[str]) -> None:
+                 uint8_tensors: frozenset[str], source: str) -> None:
         super().__init__(mod)
         self.rules = rules
-        self.ctx = Context(self, uses, uint8_tensors)
+        self.ctx = Context(self, uses, uint8_tensors, source)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
 
@@ -192,10 +197,12 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[
     for rule in phase.rules:
         rules.setdefault(rule.root, []).append(rule)
     fired = 0
+    io = module_io(mod)
+    source = io.source if io is not None else "onnx"
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
-        mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func))
+        mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func), source)
         new = mutator.visit_expr(func)
         mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)
