@@ -4,6 +4,7 @@
     mod = canonqnn.frontends.onnx.load("model.onnx")   # fake-quant (FQ) Relax form
     mod, report = canonqnn.canonicalize(mod)            # relax.canonqnn.* ops + Report
     built = canonqnn.build(mod)                         # integer TIR, tvm.compile (host CPU)
+    print(built.kernels.summary())                      # fused kernels, int8 between them
     outputs = built.run({"input": x})
     result = canonqnn.parity("model.onnx")              # onnxruntime vs the TVM build
 
@@ -34,6 +35,7 @@ _LAZY = {
     "load_built": ("canonqnn.builder", "load_built"),
     "parity": ("canonqnn.api", "parity"),
     "load": ("canonqnn.api", "load"),
+    "inspect_built": ("canonqnn.api", "inspect_built"),
     "frontends": ("canonqnn.frontends", None),
     "rewrites": ("canonqnn.rewrites", None),
     "ops": ("canonqnn.ops", None),

@@ -220,8 +220,67 @@ def as_target(target: Any) -> Any:
     return tvm.target.Target(target)
 
 
-def compile_module(mod: Any, target: Any) -> Any:
-    return tvm.compile(mod, target=target)
+def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = ()) -> Any:
+    """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
+    FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
+    ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion.
+
+    AnnotateTIROpPattern classifies a table gather as opaque, which stops FuseOps at it; a
+    pre-set 0 is overwritten (0 counts as unset), hence a pass after the annotation.
+    """
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    @tvm.transform.module_pass(opt_level=0, name="canonqnn.MarkElementwiseKernels")
+    def mark_elementwise(m: Any, _ctx: Any) -> Any:
+        for gv, func in list(m.functions_items()):
+            if isinstance(func, tirx.PrimFunc) and gv.name_hint.startswith(
+                    tuple(elementwise_kernels)):
+                m[gv] = func.with_attr("op_pattern", 0)
+        return m
+
+    passes = cpu.library_dispatch_passes(target) + [
+        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), mark_elementwise,
+        relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    with target:
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def compile_fused(mod: Any, target: Any) -> Any:
+    """Compile a module returned by ``fuse_kernels`` (TVM's remaining CPU passes)."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    @tvm.transform.module_pass(opt_level=0, name="canonqnn.LowerFused")
+    def lower(m: Any, _ctx: Any) -> Any:
+        with target:
+            return tvm.transform.Sequential(cpu.dataflow_lower_passes(target)
+                                            + cpu.finalize_passes(target))(m)
+
+    return tvm.compile(mod, target=target, relax_pipeline=lower)
+
+
+def kernel_calls(mod: Any) -> tuple[list[tuple[str, list[Any], Any]], dict[Any, Any]]:
+    """The ``call_tir`` bindings of a fused module's ``main``, in order, as
+    ``(kernel name, arguments, output var)``, and for each variable that reads a field of
+    (or aliases) another variable, the variable it comes from."""
+    calls, origin = [], {}
+    call_tir = tvm.ir.Op.get("relax.call_tir")
+    for block in mod["main"].body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.TupleGetItem):
+                origin[binding.var] = origin.get(value.tuple_value, value.tuple_value)
+            elif isinstance(value, relax.Var):
+                origin[binding.var] = origin.get(value, value)
+            elif isinstance(value, relax.Call) and value.op.same_as(call_tir):
+                calls.append((value.args[0].name_hint, list(value.args[1].fields), binding.var))
+    return calls, origin
+
+
+def tensor_types(expr: Any) -> list[tuple[str, tuple[int, ...]]]:
+    """``(dtype, static shape)`` of a tensor expression, or of each field of a tuple."""
+    t = expr.ty
+    fields = list(t.fields) if isinstance(t, relax.TupleType) else [t]
+    return [(str(f.dtype), tuple(int(d.value) for d in f.shape.values)) for f in fields]
 
 
 def legalize(mod: Any) -> Any:

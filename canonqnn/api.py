@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from . import _tvm
-from .builder import build
+from .builder import build, inspect_kernels, load_built
 from .errors import CanonqnnError, InvalidModelError, ParityError
 from .io import ModelIO, module_io
 
@@ -46,6 +46,35 @@ def load_module(path: str | os.PathLike) -> Any:
         raise InvalidModelError(f"{path}: no such file") from None
     except Exception as exc:  # noqa: BLE001
         raise InvalidModelError(f"{path}: not a canonqnn module file ({exc})") from None
+
+
+def canonical_module(model: Any, **options: Any) -> Any:
+    """``model`` canonicalized: a Relax module is taken as it is, a saved module (``.json``)
+    as saved, and an ONNX model is imported and canonicalized."""
+    if hasattr(model, "functions_items"):
+        return model
+    mod = load(model, **options)
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
+        return mod
+    from .rewrites import canonicalize
+
+    return canonicalize(mod)[0]
+
+
+def inspect_built(model: Any, target: Any = None, **options: Any):
+    """The kernels a build of ``model`` consists of, with their input/output dtypes, and every
+    non-int8 tensor passed between canonical kernels (``KernelReport``).
+
+    ``model`` is a library written by ``canonqnn build`` (``.so``: read from the library), or
+    anything ``canonical_module`` takes (fused as ``build`` would, without compiling).
+    """
+    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".so"):
+        kernels = load_built(model).kernels
+        if kernels is None:
+            raise CanonqnnError(f"{os.fspath(model)}: the library records no kernel report "
+                                "(built by an older canonqnn); inspect the model instead")
+        return kernels
+    return inspect_kernels(canonical_module(model, **options), target)
 
 
 # ---------------------------------------------------------------- parity

@@ -19,6 +19,9 @@ from . import _tvm
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError
 from .io import IO_FUNCTION, ModelIO, TensorInfo, module_io
+from .kernels import LUT_KERNEL, KernelReport, from_fused_module
+
+KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
 
 
 def _fallback_io(mod: Any) -> ModelIO:
@@ -40,6 +43,7 @@ class Built:
     module: Any  # the VM executable (after build) or the loaded runtime module
     io: ModelIO
     target: str
+    kernels: KernelReport | None = None  # None for a library built by an older canonqnn
 
     def __post_init__(self) -> None:
         self._vm = _tvm.virtual_machine(self.module)
@@ -70,16 +74,31 @@ class Built:
         return path
 
 
+def fuse(mod: Any, target: Any = None) -> Any:
+    """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
+    lookup tables count as elementwise, so they fuse into the kernel that produces their input."""
+    return _tvm.fuse_kernels(mod, _tvm.as_target(target), (LUT_KERNEL,))
+
+
+def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:
+    """The kernels ``build`` would compile ``mod`` into, without compiling them."""
+    return from_fused_module(fuse(mod, target))
+
+
 def build(mod: Any, target: Any = None) -> Built:
-    """Legalize ``mod`` (canonical ops -> integer TIR) and compile it for ``target``.
+    """Legalize ``mod`` (canonical ops -> integer TIR), fuse and compile it for ``target``.
 
     ``target`` defaults to the host CPU (``llvm`` with ``mcpu`` from LLVM's own detection).
     """
     io = module_io(mod) or _fallback_io(mod)
     tgt = _tvm.as_target(target)
-    mod = _tvm.with_function(mod, IO_FUNCTION, _tvm.string_function(json.dumps(io.to_json())))
-    executable = _tvm.compile_module(mod, tgt)
-    return Built(executable, io, str(tgt))
+    fused = fuse(mod, tgt)
+    kernels = from_fused_module(fused)
+    for name, text in ((IO_FUNCTION, json.dumps(io.to_json())),
+                       (KERNELS_FUNCTION, json.dumps(kernels.to_json()))):
+        fused = _tvm.with_function(fused, name, _tvm.string_function(text))
+    executable = _tvm.compile_fused(fused, tgt)
+    return Built(executable, io, str(tgt), kernels)
 
 
 def load_built(path: str | os.PathLike) -> Built:
@@ -93,4 +112,8 @@ def load_built(path: str | os.PathLike) -> Built:
         io = ModelIO.from_json(str(vm[IO_FUNCTION]()))
     except Exception as exc:  # noqa: BLE001  (a library not built by canonqnn)
         raise CanonqnnError(f"{path}: not a canonqnn library ({exc})") from None
-    return Built(module, io, "loaded")
+    try:
+        kernels = KernelReport.from_json(str(vm[KERNELS_FUNCTION]()))
+    except Exception:  # noqa: BLE001  (built before kernel reports were recorded)
+        kernels = None
+    return Built(module, io, "loaded", kernels)

@@ -113,9 +113,20 @@ def cmd_run(args) -> int:
 def cmd_inspect(args) -> int:
     from . import _tvm
 
+    if args.built:
+        from .api import inspect_built
+
+        shapes = _parse_shapes(args.shape)
+        kernels = inspect_built(args.model, args.target,
+                                **({"input_shapes": shapes} if shapes else {}))
+        print(json.dumps(kernels.to_json(), indent=2) if args.json else kernels.summary())
+        return 0
     mod, report = _canonical(args.model, args.shape)
-    print(_tvm.script(mod))
-    print(report.summary())
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        print(_tvm.script(mod))
+        print(report.summary())
     return 0
 
 
@@ -178,8 +189,15 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser("inspect", parents=[model_options],
-                       help="print the canonical module and its report")
-    i.add_argument("model")
+                       help="print the canonical module and its report, or (--built) the "
+                            "kernels its build consists of")
+    i.add_argument("model", help="model, canonical module (.json) or, with --built, a "
+                                 "library (.so)")
+    i.add_argument("--built", action="store_true",
+                   help="list the built kernels with their input/output dtypes and flag "
+                        "non-int8 tensors passed between canonical kernels")
+    i.add_argument("--target", help="TVM target for --built (default: host CPU)")
+    i.add_argument("--json", action="store_true", help="one JSON object on stdout")
     i.set_defaults(func=cmd_inspect)
 
     pa = sub.add_parser("parity", parents=[model_options],

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import (compute, elementwise, epilogue, indexing, lut, movement, pool, reduce, resize,
-               select, softmax)
+from . import (compute, elementwise, epilogue, indexing, islands, lut, movement, pool, reduce,
+               resize, select, softmax)
 from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
 
 DEFAULT_PHASES = (
@@ -22,7 +22,7 @@ DEFAULT_PHASES = (
     Phase("requantize", movement.RULES[3:]),
     # After requantize, so that a lone relu/clip stays an integer clamp rather than a table.
     Phase("lut", lut.RULES),
-    Phase("epilogue", epilogue.RULES),
+    Phase("epilogue", epilogue.RULES + islands.RULES),
 )
 
 

@@ -130,3 +130,18 @@ def test_dynamic_batch_needs_shape_and_then_converts(tmp_path, quantized_model, 
                  str(tmp_path / "o.json")]) == 0
     assert main(["parity", path, "--shape", "input=1x3x32x32", "--runs", "1"]) == 0
     assert main(["convert", path, "--shape", "input=1xAx3"]) == EXIT_ERROR
+
+
+def test_inspect_built_lists_kernels_for_a_model_and_for_its_library(tmp_path, quantized_model,
+                                                                      capsys):
+    model_path = _save(quantized_model("mobilenet_v1", "qdq", "s8", True), tmp_path / "m.onnx")
+    assert main(["inspect", "--built", model_path]) == 0
+    text = capsys.readouterr().out
+    assert "canonqnn_conv2d" in text and "int8 between every pair of canonical kernels" in text
+    lib = str(tmp_path / "m.so")
+    assert main(["build", model_path, "-o", lib]) == 0
+    capsys.readouterr()
+    assert main(["inspect", "--built", lib, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["non_int8_edges"] == [] and report["unfused_luts"] == []
+    assert sum("canonqnn_conv2d" in k["name"] for k in report["kernels"]) == 9

@@ -1,4 +1,4 @@
 """ONNX op converters, one module per family; importing registers them."""
 
-from . import (activation, elementwise, indexing, nn, qoperator, quant, resize, shape,  # noqa: F401
-               softmax)
+from . import (activation, elementwise, indexing, nn, normalization, qoperator, quant,  # noqa: F401
+               resize, shape, softmax)
