@@ -158,6 +158,7 @@ def ort_session(model: Any) -> tuple[Any, str]:
     for config in (ORT_CONFIG, {"session.qdqisint8allowed": "1"}):
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.log_severity_level = 3  # errors only: its graph-cleanup warnings are not ours
         for key, value in config.items():
             so.add_session_config_entry(key, value)
         try:

@@ -19,8 +19,6 @@ DECLINED = {
         "layer normalization has no canonical int8 op: the per-row mean, variance and "
         "1/sqrt need 32-bit sums and a reciprocal square root that onnxruntime computes in "
         "float (see docs/declined-ops.md)"),
-    "relax.nn.instance_norm": (
-        "instance normalization has no canonical int8 op (see docs/declined-ops.md)"),
 }
 
 
