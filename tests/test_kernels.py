@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from _onnx_chains import conv_then_separately_quantized
+
 import canonqnn
 from canonqnn.kernels import Kernel, KernelReport, analyze
 
@@ -49,3 +51,15 @@ def test_build_reports_int8_kernels_and_the_library_keeps_the_report(quantized_m
     assert built.kernels.to_json() == inspected.to_json()
     loaded = canonqnn.load_built(built.export(tmp_path / "r.so"))
     assert loaded.kernels.to_json() == inspected.to_json()
+
+
+def test_lookup_table_after_a_conv_is_built_into_the_conv_kernel():
+    model = conv_then_separately_quantized("Sigmoid")
+    mod, report = canonqnn.canonicalize(canonqnn.load(model))
+    assert dict(report.canonical_ops) == {"conv2d": 1, "lut": 1}
+    kernels = canonqnn.inspect_built(mod)
+    [conv] = [k for k in kernels.kernels if "canonqnn_conv2d" in k.name]
+    assert "canonqnn_lut" in conv.name and ("int8", (256,)) in conv.inputs
+    assert not any(k.name.startswith("canonqnn_lut") for k in kernels.kernels)
+    assert kernels.ok
+    assert canonqnn.parity(model, runs=2).exact

@@ -1,0 +1,46 @@
+"""Small QDQ ONNX graphs shared by tests of different layers."""
+
+from __future__ import annotations
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+
+def conv_then_separately_quantized(activation: str, out_scale: float = 0.02,
+                                    act_scale: float | None = None):
+    """x -> conv -> Q -> DQ -> ``activation`` (an ONNX op; Clip to [-0.5, 0.7]) -> Q: the
+    activation has its own Q/DQ pair."""
+    rng = np.random.default_rng(0)
+    act_scale = out_scale if act_scale is None else act_scale
+    inits = [
+        numpy_helper.from_array(np.array(0.03, np.float32), "xs"),
+        numpy_helper.from_array(np.array(3, np.int8), "xz"),
+        numpy_helper.from_array(rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8), "w"),
+        numpy_helper.from_array(np.full(4, 0.004, np.float32), "ws"),
+        numpy_helper.from_array(np.zeros(4, np.int8), "wz"),
+        numpy_helper.from_array(np.array(out_scale, np.float32), "ys"),
+        numpy_helper.from_array(np.array(-5, np.int8), "yz"),
+        numpy_helper.from_array(np.array(act_scale, np.float32), "as"),
+        numpy_helper.from_array(np.array(-5, np.int8), "az"),
+        numpy_helper.from_array(np.array(-0.5, np.float32), "lo"),
+        numpy_helper.from_array(np.array(0.7, np.float32), "hi"),
+    ]
+    act = (helper.make_node("Clip", ["y", "lo", "hi"], ["a"]) if activation == "Clip" else
+           helper.make_node(activation, ["y"], ["a"]))
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["w", "ws", "wz"], ["wf"], axis=0),
+        helper.make_node("Conv", ["xf", "wf"], ["c"], pads=[1, 1, 1, 1]),
+        helper.make_node("QuantizeLinear", ["c", "ys", "yz"], ["cq"]),
+        helper.make_node("DequantizeLinear", ["cq", "ys", "yz"], ["y"]),
+        act,
+        helper.make_node("QuantizeLinear", ["a", "as", "az"], ["aq"]),
+        helper.make_node("DequantizeLinear", ["aq", "as", "az"], ["out"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    return model
