@@ -4,8 +4,12 @@ After TVM fuses operators, each ``call_tir`` in ``main`` is one kernel. A canoni
 should pass only int8 between kernels that implement canonical ops (names containing
 ``canonqnn_``), and a lookup table that follows a conv/matmul/add/mul should live inside that
 op's kernel, not in a kernel of its own. ``KernelReport`` lists the kernels with their dtypes and
-flags what breaks either rule. Float tensors that enter or leave a float island (an op no rule
-folded) are listed separately: they are expected where the Report names an island.
+flags what breaks either rule: an integer tensor wider than int8 (int16/int32 between layers was
+old TVM's failure) between canonical kernels, or a lookup table left alone. Canonical ops never
+produce float, so a float (or bool) tensor between kernels always comes from a dequantize, i.e.
+enters or leaves a float island (TVM may fuse the island's float ops into a canonical kernel,
+so kernel names cannot tell): those are listed separately, expected where the Report names an
+island.
 """
 
 from __future__ import annotations
@@ -50,7 +54,7 @@ class Edge:
 @dataclass
 class KernelReport:
     kernels: list[Kernel]
-    non_int8_edges: list[Edge] = field(default_factory=list)  # between canonical kernels
+    non_int8_edges: list[Edge] = field(default_factory=list)  # integer, between canonical ones
     float_island_edges: list[Edge] = field(default_factory=list)
     unfused_luts: list[str] = field(default_factory=list)
 
@@ -94,7 +98,7 @@ class KernelReport:
         else:
             lines.append("int8 between every pair of canonical kernels")
         if self.unfused_luts:
-            lines.append("lookup tables in a kernel of their own after conv/matmul/add/mul: "
+            lines.append("lookup tables not fused into the conv/matmul/add/mul they solely read: "
                          + ", ".join(self.unfused_luts))
         if self.float_island_edges:
             lines.append(f"float tensors at float islands ({len(self.float_island_edges)}):")
@@ -121,19 +125,28 @@ def from_fused_module(mod: Any) -> KernelReport:
 
 def analyze(kernels: list[Kernel]) -> KernelReport:
     report = KernelReport(kernels)
+    readers = [0] * len(kernels)
+    for kernel in kernels:
+        for source in kernel.producers:
+            if source is not None:
+                readers[source] += 1
     for consumer in kernels:
         for (dtype, shape), source in zip(consumer.inputs, consumer.producers):
             if source is None or dtype == "int8":
                 continue
             producer = kernels[source]
             edge = Edge(producer.name, consumer.name, dtype, shape)
-            if producer.canonical and consumer.canonical:
+            if producer.canonical and consumer.canonical and dtype.startswith(("int", "uint")):
                 report.non_int8_edges.append(edge)
             else:
                 report.float_island_edges.append(edge)
-        if consumer.name.startswith(LUT_KERNEL) and consumer.producers[0] is not None:
-            producer = kernels[consumer.producers[0]]
-            if producer.canonical and any(f"{CANONICAL_MARK}{op}" in producer.name
-                                          for op in PRODUCERS_OF_EPILOGUES):
+        # Fused kernels are named fused_<first op>_..._<last op>: a kernel that starts with the
+        # table read its input from another kernel. Fusion is due only when the table is the
+        # sole reader of its producer's output (FuseOps cannot duplicate the producer).
+        source = consumer.producers[0] if consumer.producers else None
+        if consumer.name.removeprefix("fused_").startswith(LUT_KERNEL) and source is not None:
+            producer = kernels[source]
+            if readers[source] == 1 and producer.canonical and any(
+                    f"{CANONICAL_MARK}{op}" in producer.name for op in PRODUCERS_OF_EPILOGUES):
                 report.unfused_luts.append(consumer.name)
     return report

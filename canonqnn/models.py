@@ -2,18 +2,24 @@
 
 These models exist to exercise onnxruntime's static quantizer
 (``onnxruntime.quantization.quantize_static``) on graphs that look like real
-CNNs (ResNet basic blocks, MobileNet-v1 depthwise-separable blocks), while
-staying tiny (input ``1x3x32x32``) so tests run in milliseconds.
+networks while staying tiny, so each quantizes in a fraction of a second and
+builds with TVM in a few seconds.
 
 Public API
 ----------
-``resnet_like(seed=0)``          -> float32 ``onnx.ModelProto``
-``mobilenet_v1_like(seed=0)``    -> float32 ``onnx.ModelProto``
+``resnet_like(seed=0)``              -> ResNet basic blocks (opset 13)
+``mobilenet_v1_like(seed=0)``        -> depthwise-separable blocks, Relu6 (opset 13)
+``mobilenet_v3_like(seed=0)``        -> inverted residuals, squeeze-excite, HardSwish (opset 17)
+``transformer_encoder_like(seed=0)`` -> one pre-LN encoder layer, attention + Gelu FFN (opset 20)
+``conv_classifier_like(seed=0)``     -> LeakyRelu/Sigmoid convs, Concat, Resize (opset 17)
+``with_features(model)``             -> the same model also outputting tensor ``features``
 ``quantize(model, fmt=..., activation=..., per_channel=..., seed=0, n_calib=16)``
-                                  -> quantized ``onnx.ModelProto``
+                                      -> quantized ``onnx.ModelProto``
 ``random_input(seed, shape=INPUT_SHAPE)`` -> calibration / test input array
+``input_shape(model)``                -> the static shape of the model's one input
 
-All models use opset 13 and are stamped ``ir_version = 10`` because
+Every model has one float input named ``input`` (N(0, 1) data is the intended
+range) and one float output. Models are stamped ``ir_version = 10`` because
 onnx >= 1.19 writes IR 11 by default, which onnxruntime 1.31 refuses to load.
 
 Dependencies: numpy, onnx, onnxruntime only.
@@ -35,8 +41,16 @@ __all__ = [
     "NUM_CLASSES",
     "OPSET",
     "IR_VERSION",
+    "SEQ_SHAPE",
     "resnet_like",
     "mobilenet_v1_like",
+    "mobilenet_v3_like",
+    "transformer_encoder_like",
+    "conv_classifier_like",
+    "ARCHITECTURES",
+    "FEATURES_NAME",
+    "with_features",
+    "input_shape",
     "random_input",
     "quantize",
 ]
@@ -44,6 +58,9 @@ __all__ = [
 INPUT_NAME = "input"
 OUTPUT_NAME = "logits"
 INPUT_SHAPE = (1, 3, 32, 32)
+SEQ_SHAPE = (1, 16, 32)  # transformer_encoder_like: [batch, sequence, model width]
+# The tensor ``with_features`` exposes: a large quantized activation deep in each new model.
+FEATURES_NAME = "features"
 NUM_CLASSES = 10
 OPSET = 13
 IR_VERSION = 10  # onnxruntime 1.31 loads IR <= 10 only
@@ -89,6 +106,7 @@ class _GraphBuilder:
         group: int = 1,
         gain: float = 1.0,
         bias_std: float = 0.05,
+        output: str | None = None,
     ) -> str:
         """Conv with He-normal weights (std = gain*sqrt(2/fan_in)) and a small random bias."""
         fan_in = (cin // group) * k * k
@@ -102,6 +120,7 @@ class _GraphBuilder:
             "Conv",
             [x, wn, bn],
             prefix="conv",
+            output=output,
             kernel_shape=[k, k],
             strides=[stride, stride],
             pads=[p, p, p, p],
@@ -118,15 +137,47 @@ class _GraphBuilder:
         hi = self.const("clip_max", np.array(6.0, dtype=np.float32))
         return self.node("Clip", [x, lo, hi])
 
-    def model(self, graph_name: str, out: str, out_shape: list[int]) -> onnx.ModelProto:
+    def hardswish(self, x: str) -> str:
+        return self.node("HardSwish", [x])
+
+    def hardsigmoid(self, x: str) -> str:
+        # relu6(x + 3) / 6, as MobileNet-V3 and PyTorch's Hardsigmoid define it (ONNX's
+        # default alpha is 0.2).
+        return self.node("HardSigmoid", [x], alpha=1.0 / 6.0, beta=0.5)
+
+    def leaky_relu(self, x: str) -> str:
+        return self.node("LeakyRelu", [x], alpha=0.1)
+
+    def sigmoid(self, x: str) -> str:
+        return self.node("Sigmoid", [x])
+
+    def linear(self, x: str, din: int, dout: int, gain: float = 1.0) -> str:
+        """MatMul with W[din, dout] (std gain/sqrt(din)) then Add of a bias, as exporters emit."""
+        w = self.rng.normal(0.0, gain / np.sqrt(din), size=(din, dout)).astype(np.float32)
+        b = self.rng.normal(0.0, 0.05, size=(dout,)).astype(np.float32)
+        y = self.node("MatMul", [x, self.const("linear_w", w)])
+        return self.node("Add", [y, self.const("linear_b", b)])
+
+    def layer_norm(self, x: str, width: int) -> str:
+        gamma = (1.0 + self.rng.normal(0.0, 0.1, size=(width,))).astype(np.float32)
+        beta = self.rng.normal(0.0, 0.05, size=(width,)).astype(np.float32)
+        return self.node("LayerNormalization",
+                         [x, self.const("ln_gamma", gamma), self.const("ln_beta", beta)],
+                         axis=-1, epsilon=1e-5)
+
+    def shape_const(self, dims: list[int]) -> str:
+        return self.const("shape", np.array(dims, dtype=np.int64))
+
+    def model(self, graph_name: str, out: str, out_shape: list[int],
+              in_shape: tuple[int, ...] = INPUT_SHAPE, opset: int = OPSET) -> onnx.ModelProto:
         graph = helper.make_graph(
             self.nodes,
             graph_name,
-            [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, list(INPUT_SHAPE))],
+            [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, list(in_shape))],
             [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
             initializer=self.inits,
         )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)],
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="canonqnn.models")
         m.ir_version = IR_VERSION
         onnx.checker.check_model(m, full_check=True)
@@ -211,6 +262,173 @@ def mobilenet_v1_like(seed: int = 0) -> onnx.ModelProto:
     return g.model("mobilenet_v1_like", out, [1, NUM_CLASSES])
 
 
+def mobilenet_v3_like(seed: int = 0) -> onnx.ModelProto:
+    """Tiny MobileNet-V3: HardSwish stem, 3 inverted residual blocks (two with squeeze-excite),
+    HardSwish head conv, GlobalAveragePool, Flatten, Gemm.
+
+    Shapes (NCHW)::
+
+        input 1x3x32x32
+        stem Conv3x3 s2 3->16 + HardSwish                              -> 1x16x16x16
+        ir1  PW 16->32 HardSwish, DW3x3 s1 HardSwish, SE(32->8->32),
+             PW 32->16, Add(block input)                               -> 1x16x16x16
+        ir2  PW 16->48 Relu, DW3x3 s2 Relu, PW 48->24 (no SE, no skip) -> 1x24x8x8
+        ir3  PW 24->72 HardSwish, DW5x5 s1 HardSwish, SE(72->18->72),
+             PW 72->24, Add(block input)                               -> 1x24x8x8
+        head Conv1x1 24->64 (its output is ``features``) + HardSwish,
+             GlobalAveragePool, Flatten                                -> 1x64
+        Gemm (transB=1) W[10,64] + b[10]                               -> logits 1x10
+
+    Squeeze-excite is GlobalAveragePool -> Conv1x1 -> Relu -> Conv1x1 -> HardSigmoid(1/6, 0.5)
+    -> Mul with the block tensor ([1,C,H,W] x [1,C,1,1] broadcast). HardSwish is the opset-14
+    operator. Projection convs use gain 0.5 so the residual sums stay well scaled.
+    """
+    g = _GraphBuilder(seed)
+
+    def squeeze_excite(x: str, c: int) -> str:
+        s = g.node("GlobalAveragePool", [x])
+        s = g.relu(g.conv(s, c, c // 4, 1))
+        # A larger bias spreads the gate over HardSigmoid's whole ramp, not just near 0.5.
+        s = g.hardsigmoid(g.conv(s, c // 4, c, 1, bias_std=0.5))
+        return g.node("Mul", [x, s])
+
+    def inverted_residual(x, cin, cexp, cout, k, stride, act, se):
+        y = act(g.conv(x, cin, cexp, 1))
+        y = act(g.conv(y, cexp, cexp, k, stride=stride, group=cexp))
+        if se:
+            y = squeeze_excite(y, cexp)
+        y = g.conv(y, cexp, cout, 1, gain=0.5)
+        return g.node("Add", [y, x]) if stride == 1 and cin == cout else y
+
+    x = g.hardswish(g.conv(INPUT_NAME, 3, 16, 3, stride=2))
+    x = inverted_residual(x, 16, 32, 16, 3, 1, g.hardswish, se=True)
+    x = inverted_residual(x, 16, 48, 24, 3, 2, g.relu, se=False)
+    x = inverted_residual(x, 24, 72, 24, 5, 1, g.hardswish, se=True)
+    x = g.hardswish(g.conv(x, 24, 64, 1, output=FEATURES_NAME))
+    x = g.node("GlobalAveragePool", [x])
+    x = g.node("Flatten", [x], axis=1)
+    w = g.rng.normal(0.0, np.sqrt(1.0 / 64), size=(NUM_CLASSES, 64)).astype(np.float32)
+    b = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
+    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc",
+                 output=OUTPUT_NAME, transB=1)
+    return g.model("mobilenet_v3_like", out, [1, NUM_CLASSES], opset=17)
+
+
+def transformer_encoder_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx.ModelProto:
+    """One pre-LN transformer encoder layer on ``input`` [1, S, D] = SEQ_SHAPE (S 16, D 32).
+
+    Graph, as exporters emit it::
+
+        h0 = LayerNormalization(input)                    (opset-17 operator, axis -1)
+        q, k, v = h0 @ Wq + bq, h0 @ Wk + bk, h0 @ Wv + bv          [1,S,D]
+        heads: Reshape [1,S,H,D/H]; Transpose q,v (0,2,1,3), k (0,2,3,1)
+        scores = MatMul(q, k^T) * (1/sqrt(D/H))   (Mul by a scalar)  [1,H,S,S]
+        attn = MatMul(Softmax(scores, axis -1), v)                   [1,H,S,D/H]
+             (the Softmax output is ``features``)
+        Transpose (0,2,1,3), Reshape [1,S,D]; @ Wo + bo; Add(input)  -> h1
+        h1 + (Gelu(LayerNormalization(h1) @ W1 + b1) @ W2 + b2)      -> output [1,S,D]
+
+    Gelu is the opset-20 operator (exact erf form). Linear weights have std 1/sqrt(fan_in),
+    the two output projections gain 0.5 so the residual stream stays near unit scale.
+    """
+    g = _GraphBuilder(seed)
+    _, seq, width = SEQ_SHAPE
+    head = width // heads
+    x = g.layer_norm(INPUT_NAME, width)
+    q, k, v = (g.linear(x, width, width) for _ in range(3))
+
+    def split_heads(t: str, perm: list[int]) -> str:
+        t = g.node("Reshape", [t, g.shape_const([1, seq, heads, head])])
+        return g.node("Transpose", [t], perm=perm)
+
+    q = split_heads(q, [0, 2, 1, 3])
+    k = split_heads(k, [0, 2, 3, 1])
+    v = split_heads(v, [0, 2, 1, 3])
+    scores = g.node("MatMul", [q, k])
+    scores = g.node("Mul", [scores, g.const("attn_scale", np.array(1.0 / np.sqrt(head),
+                                                                    dtype=np.float32))])
+    probs = g.node("Softmax", [scores], axis=-1, output=FEATURES_NAME)
+    attn = g.node("MatMul", [probs, v])
+    attn = g.node("Transpose", [attn], perm=[0, 2, 1, 3])
+    attn = g.node("Reshape", [attn, g.shape_const([1, seq, width])])
+    h = g.node("Add", [g.linear(attn, width, width, gain=0.5), INPUT_NAME])
+    y = g.linear(g.layer_norm(h, width), width, ffn)
+    y = g.linear(g.node("Gelu", [y]), ffn, width, gain=0.5)
+    out = g.node("Add", [h, y], output="hidden")
+    return g.model("transformer_encoder_like", out, list(SEQ_SHAPE), in_shape=SEQ_SHAPE,
+                   opset=20)
+
+
+def conv_classifier_like(seed: int = 0) -> onnx.ModelProto:
+    """Tiny two-branch CNN: LeakyRelu and Sigmoid convs, Concat, nearest and linear Resize,
+    AveragePool, Flatten, Gemm.
+
+    Shapes (NCHW)::
+
+        input 1x3x32x32
+        Conv3x3 3->16 + LeakyRelu(0.1)                               -> 1x16x32x32
+        Conv3x3 s2 16->24 + LeakyRelu                                -> t 1x24x16x16
+        branch a: Conv1x1 24->16 + Sigmoid                           -> 1x16x16x16
+        branch b: Conv3x3 s2 24->16 + LeakyRelu, Resize nearest x2   -> 1x16x16x16
+        Concat(a, b) axis 1                                          -> 1x32x16x16
+        Conv3x3 s2 32->32 + LeakyRelu, Resize linear x2              -> 1x32x16x16
+        Conv3x3 32->32 + Sigmoid (``features``), AveragePool 4x4 s4  -> 1x32x4x4
+        Flatten, Gemm (transB=1) W[10,512] + b[10]                   -> logits 1x10
+
+    The nearest Resize uses the attributes PyTorch exports for ``nn.Upsample(scale_factor=2)``
+    (asymmetric, floor); the linear one ``align_corners=False`` (half_pixel).
+    """
+    g = _GraphBuilder(seed)
+
+    def upsample2x(x: str, **attrs) -> str:
+        scales = g.const("resize_scales", np.array([1, 1, 2, 2], dtype=np.float32))
+        return g.node("Resize", [x, "", scales], **attrs)
+
+    x = g.leaky_relu(g.conv(INPUT_NAME, 3, 16, 3))
+    t = g.leaky_relu(g.conv(x, 16, 24, 3, stride=2))
+    a = g.sigmoid(g.conv(t, 24, 16, 1))
+    b = g.leaky_relu(g.conv(t, 24, 16, 3, stride=2))
+    b = upsample2x(b, mode="nearest", coordinate_transformation_mode="asymmetric",
+                   nearest_mode="floor")
+    x = g.node("Concat", [a, b], axis=1)
+    x = g.leaky_relu(g.conv(x, 32, 32, 3, stride=2))
+    x = upsample2x(x, mode="linear", coordinate_transformation_mode="half_pixel")
+    x = g.node("Sigmoid", [g.conv(x, 32, 32, 3)], output=FEATURES_NAME)
+    x = g.node("AveragePool", [x], kernel_shape=[4, 4], strides=[4, 4])
+    x = g.node("Flatten", [x], axis=1)
+    w = g.rng.normal(0.0, np.sqrt(1.0 / 512), size=(NUM_CLASSES, 512)).astype(np.float32)
+    bias = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
+    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", bias)], prefix="fc",
+                 output=OUTPUT_NAME, transB=1)
+    return g.model("conv_classifier_like", out, [1, NUM_CLASSES], opset=17)
+
+
+def with_features(model: onnx.ModelProto) -> onnx.ModelProto:
+    """A copy of ``model`` that also outputs its ``features`` tensor.
+
+    The classifiers' 10 logits average most of the network away (a one-step difference in a
+    feature map rarely moves them), so parity checks compare this large intermediate tensor
+    too: mobilenet_v3's head conv output (1x64x8x8), the transformer's attention
+    probabilities (1x2x16x16), conv_classifier's last Sigmoid output (1x32x16x16).
+    """
+    inferred = onnx.shape_inference.infer_shapes(model)
+    (info,) = [v for v in inferred.graph.value_info if v.name == FEATURES_NAME]
+    out = onnx.ModelProto()
+    out.CopyFrom(model)
+    out.graph.output.append(info)
+    return out
+
+
+# Builders by the short names tests and examples use.
+ARCHITECTURES = {
+    "resnet": resnet_like,
+    "mobilenet_v1": mobilenet_v1_like,
+    "mobilenet_v3": mobilenet_v3_like,
+    "transformer": transformer_encoder_like,
+    "conv_classifier": conv_classifier_like,
+}
+
+
 # --------------------------------------------------------------------------
 # Quantization
 # --------------------------------------------------------------------------
@@ -219,19 +437,34 @@ def random_input(seed: int, shape: tuple[int, ...] = INPUT_SHAPE) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
-def _make_reader(n: int, seed: int):
+def input_shape(model: onnx.ModelProto) -> tuple[int, ...]:
+    """The static shape of the model's input ``input``."""
+    (vi,) = [v for v in model.graph.input if v.name == INPUT_NAME]
+    return tuple(int(d.dim_value) for d in vi.type.tensor_type.shape.dim)
+
+
+def _make_reader(n: int, seed: int, shape: tuple[int, ...]):
     from onnxruntime.quantization import CalibrationDataReader
 
     class _RandomReader(CalibrationDataReader):
         """Yields ``n`` seeded standard-normal inputs (seeds seed*1000 + i)."""
 
         def __init__(self):
-            self._it = iter([{INPUT_NAME: random_input(seed * 1000 + i)} for i in range(n)])
+            self._it = iter([{INPUT_NAME: random_input(seed * 1000 + i, shape)}
+                             for i in range(n)])
 
         def get_next(self):
             return next(self._it, None)
 
     return _RandomReader()
+
+
+def _all_op_types(model: onnx.ModelProto) -> list[str]:
+    """The quantizer's default operator types plus every type the model uses."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted(set(QLinearOpsRegistry) | set(QDQRegistry)
+                  | {n.op_type for n in model.graph.node})
 
 
 def quantize(
@@ -273,6 +506,14 @@ def quantize(
     ``reduce_range`` is left False (the default; 7-bit weights are only
     useful on non-VNNI hardware).
 
+    Every operator type of the model is passed in ``op_types_to_quantize``
+    (with the quantizer's own registries): by default ``quantize_static``
+    only touches the types it has registered, so HardSwish, HardSigmoid,
+    Gelu, Sub, Div, Erf, ... would otherwise stay float between float
+    tensors. In QDQ form each of them gets DequantizeLinear inputs and a
+    QuantizeLinear output; in QOperator form, types without a QLinear
+    operator stay float ops bracketed by DequantizeLinear / QuantizeLinear.
+
     The returned model has ``ir_version`` forced to 10 so that onnxruntime
     1.31 can load it.
     """
@@ -293,8 +534,9 @@ def quantize(
         quantize_static(
             src,
             out_path,
-            _make_reader(n_calib, seed),
+            _make_reader(n_calib, seed, input_shape(model)),
             quant_format=fmts[fmt],
+            op_types_to_quantize=_all_op_types(model),
             per_channel=per_channel,
             reduce_range=False,
             activation_type=acts[activation],

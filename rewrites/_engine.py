@@ -114,6 +114,10 @@ class Context:
         value = self.value(expr)
         return value if _tvm.op_name(value) in ops else None
 
+    def uses(self, var: Any) -> int:
+        """How many bindings (and the function result) read ``var``."""
+        return self._uses[var]
+
     def single_use(self, expr: Any) -> bool:
         return not isinstance(expr, relax.Var) or self._uses[expr] <= 1
 
@@ -233,17 +237,37 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str]) -> None:
     for _, func in mod.functions_items():
         if not isinstance(func, relax.Function):
             continue
-        for block in func.body.blocks:
-            for binding in block.bindings:
-                value = binding.value
-                canonical = lookup(value)
-                if canonical is not None:
-                    report.canonical_ops[canonical.name] += 1
-                    continue
-                name = _tvm.op_name(value)
-                if name is None or name in BOUNDARY_OPS:
-                    continue
-                if _tvm.is_tensor(binding.var) and _tvm.dtype_of(binding.var).startswith("float"):
-                    reason = declines.get(binding.var, f"no rule folds {name} into a canonical op")
-                    report.float_islands.append(
-                        FloatIsland(name, _tvm.var_name(binding.var), reason))
+        bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+        users: dict[Any, list[str]] = {}
+        for var, value in bound.items():
+            for arg in getattr(value, "args", ()):
+                if isinstance(arg, relax.Var):
+                    users.setdefault(arg, []).append(_tvm.op_name(value) or "")
+        for var, value in bound.items():
+            canonical = lookup(value)
+            if canonical is not None:
+                report.canonical_ops[canonical.name] += 1
+                continue
+            name = _tvm.op_name(value)
+            if name is None or name in BOUNDARY_OPS:
+                continue
+            if _tvm.is_tensor(var) and _tvm.dtype_of(var).startswith("float"):
+                reason = declines.get(var) or _default_reason(name, value, bound, users.get(var))
+                report.float_islands.append(FloatIsland(name, _tvm.var_name(var), reason))
+
+
+FLOAT_IN_MODEL = "computed in float by the model"
+
+
+def _default_reason(name: str, value: Any, bound: dict, users: list[str] | None) -> str:
+    """Why an op no rule declined is float: the model itself computes it between float ops
+    (no quantize/dequantize pair around it), or no rule covers the op."""
+    for arg in value.args:
+        producer = _tvm.op_name(bound.get(arg)) if isinstance(arg, relax.Var) else None
+        if producer and producer not in BOUNDARY_OPS and _tvm.is_tensor(arg) and \
+                _tvm.dtype_of(arg).startswith("float"):
+            return f"{FLOAT_IN_MODEL}: it reads the float result of {producer} (no quantize " \
+                   "in between)"
+    if users and QUANTIZE not in users:
+        return f"{FLOAT_IN_MODEL}: its result feeds {sorted(set(users))[0]}, not a quantize"
+    return f"no rule folds {name} into a canonical op"

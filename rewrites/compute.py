@@ -1,11 +1,14 @@
 """Fold quantized convolutions and matrix products.
 
-    q(relu|clip(conv2d(dq(x), dq(w)) [+ reshape(dq(b))]))      -> canonqnn.conv2d
+    q(relu|clip(conv2d(dq(x), dq(w)) [+ reshape(dq(b) | b)]))      -> canonqnn.conv2d
+    q(relu|clip(conv{1,2}d_transpose(dq(x), dq(w)) [+ reshape(dq(b) | b)]))
+                                                       -> canonqnn.conv2d_transpose
     q(relu|clip(matmul(dq(a) [^T], dq(b) [^T]) [* alpha] [+ dq(b)]))  -> canonqnn.matmul
     astype(conv2d | matmul(dq(x), dq(w)), "int32")   (scales 1)   -> the int32 accumulator
 
-The weight may be a runtime tensor (ONNX models that take it as a graph input); only its
-scale and zero point must be constants.
+The weight may be a runtime tensor (ONNX models that take it as a graph input, attention's
+Q*K^T); only its scale and zero point must be constants. ``^T`` swaps the last two axes. A float
+conv bias ``b`` is quantized as onnxruntime's WeightBiasQuantization does.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import numpy as np
 
 from canonqnn import _tvm
 from canonqnn.ops import conv as conv_ops
+from canonqnn.ops import conv_transpose as conv_transpose_ops
 from canonqnn.ops import matmul as matmul_ops
 from canonqnn.ops import movement
 from canonqnn.qdq import QUANTIZE
@@ -25,45 +29,61 @@ from ._engine import Context, Decline, Rule
 from ._match import ASTYPE, accumulator, dequantized, output, per_tensor_int8, strip_activation
 
 CONV2D, MATMUL, ADD, MULTIPLY = "relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply"
+CONV2D_T, CONV1D_T = "relax.nn.conv2d_transpose", "relax.nn.conv1d_transpose"
 RESHAPE, PERMUTE = "relax.reshape", "relax.permute_dims"
+INT32_LIMIT = 2.0 ** 31
 
 
 def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any,
-          axis: int, out_rank: int):
+          axis: int, out_rank: int, float_bias: bool = False):
     """An int32 bias ``dq(b)`` (optionally reshaped) whose scale is the accumulator's, added
-    along output axis ``axis`` only (one value per channel, or one for all)."""
+    along output axis ``axis`` only (one value per channel, or one for all). With
+    ``float_bias``, a float32 constant too, quantized to the accumulator's scale."""
     added_shape = _tvm.shape_of(expr)
     reshape = ctx.call(expr, RESHAPE)
     if reshape is not None:
         expr = reshape.args[0]
     parsed = dequantized(ctx, expr)
-    if parsed is None or not _tvm.is_const(parsed.operand):
-        return None
-    qp = parsed.qparams
-    if qp.dtype != "int32":
+    if parsed is not None and _tvm.is_const(parsed.operand) and parsed.qparams.dtype == "int32":
+        values = _tvm.const_value(parsed.operand).reshape(-1)
+    elif float_bias and _tvm.is_const(expr) and _tvm.dtype_of(expr) == "float32":
+        values = _tvm.const_value(expr).reshape(-1)
+    else:
         return None
     shape = (1,) * (out_rank - len(added_shape)) + tuple(added_shape)
     if len(shape) != out_rank or any(d != 1 for i, d in enumerate(shape) if i != axis):
         return Decline(f"bias of shape {list(added_shape)} is not one value per output channel",
                        at)
-    values = _tvm.const_value(parsed.operand).reshape(-1)
     if values.size not in (1, channels):
         return Decline(f"bias of {values.size} values for {channels} channels", at)
+    want = np.broadcast_to(acc_scale, (channels,)).astype(np.float32)
+    values = np.broadcast_to(values, (channels,))
+    if parsed is None:
+        return _quantized_float_bias(values, want, at)
+    qp = parsed.qparams
     if np.any(qp.zero_point):
         return Decline("bias zero point is not 0", at)
-    want = np.broadcast_to(acc_scale, (channels,)).astype(np.float32)
     got = np.broadcast_to(qp.scale, (channels,)).astype(np.float32)
     if not np.array_equal(want.view(np.uint32), got.view(np.uint32)):
         return Decline("bias scale is not input_scale * weight_scale", at)
-    return np.broadcast_to(values, (channels,)).astype(np.int32)
+    return values.astype(np.int32)
 
 
-def _split_bias(ctx: Context, expr: Any, op: str):
-    """``(core, bias_expr)`` for ``add(core, bias)`` where core is a call to ``op``."""
+def _quantized_float_bias(values: np.ndarray, acc_scale: np.ndarray, at: Any):
+    """onnxruntime's WeightBiasQuantization: ``int32(Round(f32(b / f32(x_scale * w_scale))))``
+    (ONNX Round: ties to even), which then runs as an int32 bias."""
+    q = np.rint((values.astype(np.float32) / acc_scale).astype(np.float32))
+    if not np.all(np.abs(q) < INT32_LIMIT):
+        return Decline("float bias does not fit int32 at the accumulator's scale", at)
+    return q.astype(np.int32)
+
+
+def _split_bias(ctx: Context, expr: Any, *ops: str):
+    """``(core, bias_expr)`` for ``add(core, bias)`` where core is a call to one of ``ops``."""
     add = ctx.call(expr, ADD)
     if add is not None and ctx.single_use(expr):
         for core, other in ((add.args[0], add.args[1]), (add.args[1], add.args[0])):
-            if ctx.call(core, op) is not None:
+            if ctx.call(core, *ops) is not None:
                 return core, other
     return expr, None
 
@@ -78,39 +98,56 @@ def _accumulator_output(out_qp: QParams, x_qp: QParams, w_qp: QParams, at: Any):
     return None
 
 
-def fold_conv2d(ctx: Context, call: Any):
+def _conv_chain(ctx: Context, call: Any, *ops: str):
+    """``(out, act, conv, at, bias_expr, x, w)`` for ``q|astype(act(op(dq x, dq w) [+ bias]))``
+    rooted at ``call`` (``at``: the conv's value); a Decline when the chain is there but cannot
+    fold; else None."""
     out = output(call) or accumulator(call)
     if out is None:
         return None
     y, act = strip_activation(ctx, out.operand)
-    core, bias_expr = _split_bias(ctx, y, CONV2D)
-    conv = ctx.call(core, CONV2D)
+    core, bias_expr = _split_bias(ctx, y, *ops)
+    conv = ctx.call(core, *ops)
     if conv is None:
         return None
-    at = core
     if not (ctx.single_use(core) and ctx.single_use(y)):
-        return Decline("the float result has other users", at)
+        return Decline("the float result has other users", core)
+    x, w = dequantized(ctx, conv.args[0]), dequantized(ctx, conv.args[1])
+    if x is None or w is None:
+        return Decline("input or weight is not dequantized from int8", core)
+    if (why := per_tensor_int8(x, "input", core)) is not None:
+        return why
+    if w.qparams.dtype != "int8":
+        return Decline(f"weight is {w.qparams.dtype}, not int8", core)
+    return out, act, conv, core, bias_expr, x, w
+
+
+def _conv_bias(ctx: Context, bias_expr: Any, x_qp: QParams, w_qp: QParams, channels: int,
+               at: Any, out_rank: int, out_dtype: str):
+    """The int32 bias of a conv (zeros without one), or a Decline."""
+    if bias_expr is None:
+        return np.zeros(channels, np.int32)
+    bias = _bias(ctx, bias_expr, product_scale(x_qp.scale, w_qp.scale), channels, at, axis=1,
+                 out_rank=out_rank, float_bias=out_dtype == "int8")
+    if bias is None:
+        return Decline("bias is neither an int32 dequantize nor a float constant", at)
+    return bias
+
+
+def fold_conv2d(ctx: Context, call: Any):
+    m = _conv_chain(ctx, call, CONV2D)
+    if not isinstance(m, tuple):
+        return m
+    out, act, conv, at, bias_expr, x, w = m
     a = _tvm.attrs_dict(conv)
     if (a["data_layout"], a["kernel_layout"]) != ("NCHW", "OIHW"):
         return Decline(f"layout {a['data_layout']}/{a['kernel_layout']} is not NCHW/OIHW", at)
-    x, w = dequantized(ctx, conv.args[0]), dequantized(ctx, conv.args[1])
-    if x is None or w is None:
-        return Decline("input or weight is not dequantized from int8", at)
-    if (why := per_tensor_int8(x, "input", at)) is not None:
-        return why
-    if w.qparams.dtype != "int8":
-        return Decline(f"weight is {w.qparams.dtype}, not int8", at)
     if not w.qparams.per_tensor and w.qparams.axis != 0:
         return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
     channels = _tvm.shape_of(w.operand)[0]
-    bias = np.zeros(channels, np.int32)
-    if bias_expr is not None:
-        bias = _bias(ctx, bias_expr, product_scale(x.qparams.scale, w.qparams.scale), channels, at,
-                     axis=1, out_rank=4)
-        if bias is None:
-            return Decline("bias is not an int32 dequantize", at)
-        if isinstance(bias, Decline):
-            return bias
+    bias = _conv_bias(ctx, bias_expr, x.qparams, w.qparams, channels, at, 4, out.qparams.dtype)
+    if isinstance(bias, Decline):
+        return bias
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, x.qparams, w.qparams, at)) is not None:
             return why
@@ -122,23 +159,114 @@ def fold_conv2d(ctx: Context, call: Any):
         act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127))
 
 
+TRANSPOSE_LAYOUTS = {CONV2D_T: ("NCHW", "IOHW"), CONV1D_T: ("NCW", "IOW")}
+
+
+def _transpose_weight_qparams(qp: QParams, groups: int) -> QParams | None:
+    """Weight parameters of ``[C, O/G, k...]`` as one per output channel (``[O]``), or None when
+    they vary along the input channels."""
+    if qp.per_tensor:
+        return qp
+    if qp.axis != 1:
+        return None
+    return QParams.make(np.tile(qp.scale, groups), np.tile(qp.zero_point, groups), 1)
+
+
+def fold_conv_transpose(ctx: Context, call: Any):
+    m = _conv_chain(ctx, call, CONV2D_T, CONV1D_T)
+    if not isinstance(m, tuple):
+        return m
+    out, act, conv, at, bias_expr, x, w = m
+    if out.qparams.dtype != "int8":
+        return Decline("transposed convolution to an int32 accumulator", at)
+    op = _tvm.op_name(conv)
+    a = _tvm.attrs_dict(conv)
+    layout = (a["data_layout"], a["kernel_layout"])
+    if layout != TRANSPOSE_LAYOUTS[op] or a["out_layout"] != layout[0]:
+        return Decline(f"layout {layout[0]}/{layout[1]}/{a['out_layout']} is not "
+                       f"{'/'.join(TRANSPOSE_LAYOUTS[op])}", at)
+    groups = int(a["groups"])
+    w_qp = _transpose_weight_qparams(w.qparams, groups)
+    if w_qp is None:
+        return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
+    channels = _tvm.shape_of(w.operand)[1] * groups
+    out_shape = _tvm.shape_of(conv)
+    bias = _conv_bias(ctx, bias_expr, x.qparams, w_qp, channels, at, len(out_shape),
+                      out.qparams.dtype)
+    if isinstance(bias, Decline):
+        return bias
+    x_q, w_q = x.operand, w.operand
+    geometry = dict(strides=a["strides"], padding=a["padding"],
+                    output_padding=a["output_padding"], dilation=a["dilation"])
+    if op == CONV1D_T:  # as a 2-D transposed convolution over [N, C, 1, L]
+        if not (w_qp.per_tensor or _tvm.is_const(w_q)):
+            return Decline("1-D runtime weight with per-channel parameters", at)
+        x_q = ctx.emit(movement.reshape(x_q, _with_unit_height(_tvm.shape_of(x_q)), x.qparams))
+        w_shape = _with_unit_height(_tvm.shape_of(w_q))
+        w_q = _tvm.const(_tvm.const_value(w_q).reshape(w_shape)) if _tvm.is_const(w_q) \
+            else ctx.emit(movement.reshape(w_q, w_shape, w_qp))
+        (s,), (p0, p1), (op_,), (d,) = (geometry[k] for k in
+                                          ("strides", "padding", "output_padding", "dilation"))
+        geometry = dict(strides=[1, s], padding=[0, p0, 0, p1], output_padding=[0, op_],
+                        dilation=[1, d])
+    result = conv_transpose_ops.conv2d_transpose(
+        x_q, w_q, bias, x.qparams, w_qp, out.qparams, groups=groups,
+        act=act.bounds(out.qparams), **geometry)
+    if op == CONV1D_T:
+        return movement.reshape(ctx.emit(result), out_shape, out.qparams)
+    return result
+
+
+def _with_unit_height(shape: tuple[int, ...]) -> tuple[int, ...]:
+    return (*shape[:2], 1, shape[2])
+
+
+def _swaps_last_two(axes: list[int] | None, rank: int) -> bool:
+    if axes is None:
+        return rank == 2
+    return rank >= 2 and [int(a) % rank for a in axes] == [*range(rank - 2), rank - 1, rank - 2]
+
+
 def _matmul_operand(ctx: Context, expr: Any):
-    """``(dequantize, transposed)`` for ``dq(x)`` or ``permute_dims(dq(x), [1, 0])``."""
+    """``(dequantize, transposed)`` for ``dq(x)`` or ``permute_dims(dq(x))`` swapping the last
+    two axes (a 2-D transpose, or K^T in batched attention)."""
     perm = ctx.call(expr, PERMUTE)
     if perm is not None and ctx.single_use(expr):
-        axes = _tvm.attrs_dict(perm).get("axes")
-        if axes is not None and list(axes) == [1, 0]:
+        rank = len(_tvm.shape_of(perm.args[0]))
+        if _swaps_last_two(_tvm.attrs_dict(perm).get("axes"), rank):
             inner = dequantized(ctx, perm.args[0])
             return (inner, True) if inner is not None else (None, False)
     return dequantized(ctx, expr), False
 
 
 def _per_column(qp: QParams, transposed: bool, rank: int) -> QParams | None:
-    """B's parameters as per-column (last axis) after an optional 2-D transpose, or None."""
+    """B's parameters as per-column (last axis) after an optional swap of the last two axes,
+    or None."""
     if qp.per_tensor:
         return qp
-    axis = (1 - qp.axis) if transposed else qp.axis
+    axis = qp.axis
+    if transposed and axis >= rank - 2:
+        axis = 2 * rank - 3 - axis
     return QParams(qp.scale, qp.zero_point, rank - 1, qp.dtype) if axis == rank - 1 else None
+
+
+def _swap_last_two(ctx: Context, q: Any, qp: QParams) -> Any:
+    """``q`` with its last two axes swapped: at rewrite time for a constant, else an int8
+    ``transpose`` (data movement)."""
+    if _tvm.is_const(q):
+        return _tvm.const(np.ascontiguousarray(np.swapaxes(_tvm.const_value(q), -1, -2)))
+    rank = len(_tvm.shape_of(q))
+    return ctx.emit(movement.transpose(q, [*range(rank - 2), rank - 1, rank - 2], qp))
+
+
+def _accumulation(ctx: Context, a: Any, b: Any) -> str:
+    """How onnxruntime sums this product: its x86 uint8 x int8 GEMM saturates pair sums to
+    int16 on CPUs without VNNI, and ``session.x64quantprecision`` only avoids that for a
+    constant B (converted to uint8 ahead of time)."""
+    if (ctx.source == "onnx" and not _tvm.is_const(b) and ctx.source_dtype(a) == "uint8"
+            and ctx.source_dtype(b) == "int8"):
+        return "u8s8_pair_sat16"
+    return "exact"
 
 
 def fold_matmul(ctx: Context, call: Any):
@@ -176,12 +304,11 @@ def fold_matmul(ctx: Context, call: Any):
         return Decline("transposed runtime B with per-column parameters", at)
     a_q, b_q = a.operand, b.operand
     if b_t:
-        b_q = _tvm.const(np.ascontiguousarray(_tvm.const_value(b_q).T)) if _tvm.is_const(b_q) \
-            else ctx.emit(movement.transpose(b_q, [1, 0], b_qp))
-        b_shape = b_shape[::-1]
+        b_q = _swap_last_two(ctx, b_q, b_qp)
+        b_shape = (*b_shape[:-2], b_shape[-1], b_shape[-2])
     if a_t:
-        a_q = ctx.emit(movement.transpose(a_q, [1, 0], a.qparams))
-        a_shape = a_shape[::-1]
+        a_q = _swap_last_two(ctx, a_q, a.qparams)
+        a_shape = (*a_shape[:-2], a_shape[-1], a_shape[-2])
     # 1-D operands: matmul of [1, K] / [K, 1] views, the unit axis dropped again at the end.
     out_shape = _tvm.shape_of(mm)
     if len(a_shape) == 1:
@@ -210,7 +337,8 @@ def fold_matmul(ctx: Context, call: Any):
             return Decline("activation or alpha on an int32 accumulator", at)
     result = matmul_ops.matmul(
         a_q, b_q, bias, a.qparams, b_qp, out.qparams, alpha=alpha,
-        act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127))
+        act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
+        accumulate=_accumulation(ctx, a.operand, b.operand))
     if len(a_shape) == 1 or len(b_shape) == 1:
         result = ctx.emit(result)
         out_qp = out.qparams
@@ -222,6 +350,8 @@ def fold_matmul(ctx: Context, call: Any):
 
 RULES = (
     Rule("conv2d", QUANTIZE, fold_conv2d, "q(act(conv2d(dq x, dq w) + dq b)) -> canonqnn.conv2d"),
+    Rule("conv2d_transpose", QUANTIZE, fold_conv_transpose,
+         "q(act(conv{1,2}d_transpose(dq x, dq w) + b)) -> canonqnn.conv2d_transpose"),
     Rule("matmul", QUANTIZE, fold_matmul, "q(act(matmul(dq a, dq b) * alpha + dq b)) -> "
                                           "canonqnn.matmul"),
     Rule("conv2d_integer", ASTYPE, fold_conv2d,

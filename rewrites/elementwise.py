@@ -2,6 +2,7 @@
 
     q(relu|clip(add(dq(a), dq(b))))       -> canonqnn.add
     q(relu|clip(multiply(dq(a), dq(b))))  -> canonqnn.mul
+    q(relu|clip(subtract(dq(a), dq(b))))  -> canonqnn.sub
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from canonqnn.qdq import QUANTIZE
 from ._engine import Context, Decline, Rule
 from ._match import dequantized, output, per_tensor_int8, strip_activation
 
-BINARY = {"relax.add": ew.ADD, "relax.multiply": ew.MUL}
+BINARY = {"relax.add": ew.ADD, "relax.multiply": ew.MUL, "relax.subtract": ew.SUB}
 
 
 def fold_binary(ctx: Context, call: Any):
@@ -34,11 +35,14 @@ def fold_binary(ctx: Context, call: Any):
     for parsed, what in ((a, "A"), (b, "B")):
         if (why := per_tensor_int8(parsed, what, y)) is not None:
             return why
+    bounds = act.bounds(out.qparams)
+    if canonical is ew.SUB:
+        return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds)
     return ew.binary(canonical, a.operand, b.operand, a.qparams, b.qparams, out.qparams,
-                     act=act.bounds(out.qparams), source_dtype=ctx.source_dtype())
+                     act=bounds, source_dtype=ctx.source_dtype())
 
 
 RULES = (
-    Rule("add_mul", QUANTIZE, fold_binary,
-         "q(act(add|multiply(dq a, dq b))) -> canonqnn.add | canonqnn.mul"),
+    Rule("binary", QUANTIZE, fold_binary,
+         "q(act(add|multiply|subtract(dq a, dq b))) -> canonqnn.add | mul | sub"),
 )

@@ -21,7 +21,7 @@ from ._engine import Context, Rule
 
 REQUANTIZE = PREFIX + "requantize"
 PRODUCERS = ("conv2d", "matmul", "add", "mul", "sub", "conv2d_transpose", "avg_pool2d",
-             "global_avg_pool2d")
+             "global_avg_pool2d", "reduce_mean", "resize2d")
 
 
 def fold_clamp(ctx: Context, call: Any):

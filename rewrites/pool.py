@@ -3,6 +3,9 @@
     q(act(avg_pool2d(dq(x))))                   -> canonqnn.avg_pool2d
       (a window covering the whole unpadded input -> canonqnn.global_avg_pool2d)
     q(act(mean(dq(x), axis=[2, 3])))             -> canonqnn.global_avg_pool2d [-> reshape]
+      (GlobalAveragePool: onnxruntime fuses it into its integer QLinearGlobalAveragePool)
+    q(act(divide(sum(dq(x), axes), count)))      -> canonqnn.reduce_mean
+      (ReduceMean: onnxruntime runs it in float; the op reproduces its summation order)
     q(max_pool2d(dq(x)))                         -> canonqnn.max_pool2d [-> requantize]
 """
 
@@ -10,14 +13,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from canonqnn import _tvm
 from canonqnn.ops import movement, pool
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import unary_chain
+from ._match import dequantized, output, per_tensor_int8, strip_activation, unary_chain
 
 AVG, MEAN, MAX = "relax.nn.avg_pool2d", "relax.mean", "relax.nn.max_pool2d"
+SUM, DIVIDE = "relax.sum", "relax.divide"
 
 
 def _single_input(ctx: Context, call: Any, op: str):
@@ -64,6 +70,35 @@ def fold_mean(ctx: Context, call: Any):
     return movement.reshape(ctx.emit(pooled), shape[:2], out.qparams)
 
 
+def fold_reduce_mean(ctx: Context, call: Any):
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    y, act = strip_activation(ctx, out.operand)
+    div = ctx.call(y, DIVIDE)
+    total = None if div is None else ctx.call(div.args[0], SUM)
+    if total is None:
+        return None
+    if not (ctx.single_use(y) and ctx.single_use(div.args[0])):
+        return Decline("the float result has other users", y)
+    x = dequantized(ctx, total.args[0])
+    if x is None:
+        return Decline("input is not dequantized from int8", y)
+    if (why := per_tensor_int8(x, "input", y)) is not None:
+        return why
+    shape = _tvm.shape_of(x.operand)
+    a = _tvm.attrs_dict(total)
+    axes = list(range(len(shape))) if a.get("axis") is None else \
+        sorted(int(i) % len(shape) for i in a["axis"])
+    count = float(np.prod([shape[i] for i in axes]))
+    divisor = div.args[1]
+    if not (_tvm.is_const(divisor) and _tvm.const_value(divisor).size == 1
+            and float(_tvm.const_value(divisor)) == count):
+        return Decline(f"sum divided by something other than its count {count:g}", y)
+    return pool.reduce_mean(x.operand, axes, a["keepdims"], x.qparams, out.qparams,
+                            act=act.bounds(out.qparams))
+
+
 def fold_max_pool(ctx: Context, call: Any):
     m = _single_input(ctx, call, MAX)
     if not isinstance(m, tuple):
@@ -83,5 +118,7 @@ RULES = (
     Rule("avg_pool2d", QUANTIZE, fold_avg_pool, "q(act(avg_pool2d(dq x))) -> canonqnn.avg_pool2d"),
     Rule("global_avg_pool2d", QUANTIZE, fold_mean,
          "q(act(mean(dq x, axis=[2, 3]))) -> canonqnn.global_avg_pool2d"),
+    Rule("reduce_mean", QUANTIZE, fold_reduce_mean,
+         "q(act(divide(sum(dq x, axes), count))) -> canonqnn.reduce_mean"),
     Rule("max_pool2d", QUANTIZE, fold_max_pool, "q(max_pool2d(dq x)) -> canonqnn.max_pool2d"),
 )

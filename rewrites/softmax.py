@@ -1,3 +1,102 @@
-"""(in progress)"""
+"""Fold quantized softmax the way onnxruntime fuses it into QLinearSoftmax.
 
-RULES = ()
+    q([relu|clip](softmax(dq(x), axis)))                          -> canonqnn.softmax
+    q([relu|clip](reshape(softmax(reshape(dq(x), [N, D]), 1))))   -> canonqnn.reshape ->
+                                                   canonqnn.softmax(axis 1) -> canonqnn.reshape
+
+The second form is ONNX Softmax before opset 13 (and QLinearSoftmax with ``opset`` < 13),
+which flattens the input to 2-D at ``axis`` as the importer writes it.
+
+With ORT_ENABLE_ALL onnxruntime replaces DQ -> Softmax -> Q by QLinearSoftmax, whose table
+arithmetic differs from a float softmax, whenever its QDQ selector accepts the group: input and
+output of the same 8-bit type, the Softmax's only consumer a Q (or one Relu/Clip the Q makes
+redundant, then one Q). Anything else runs as float Softmax (MLAS) then QuantizeLinear; the
+rule declines those groups so that they stay float, as in onnxruntime.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from canonqnn import _tvm
+from canonqnn.ops import movement
+from canonqnn.ops import softmax as softmax_op
+from canonqnn.qdq import QUANTIZE
+
+from ._engine import Context, Decline, Rule
+from ._match import CLIP, FULL_RANGE, RELU, Activation, dequantized, output, per_tensor_int8
+
+SOFTMAX, RESHAPE = "relax.nn.softmax", "relax.reshape"
+UNFUSED = "onnxruntime does not fuse this group into QLinearSoftmax (it runs float Softmax " \
+          "then QuantizeLinear): "
+
+
+def _one_activation(ctx: Context, expr: Any) -> tuple[Any, Activation]:
+    """At most one relu/clip under the quantize (onnxruntime's selector looks at one)."""
+    value = ctx.value(expr)
+    name = _tvm.op_name(value)
+    if not ctx.single_use(expr) or name not in (RELU, CLIP):
+        return expr, Activation()
+    if name == RELU:
+        return value.args[0], Activation(0.0, math.inf)
+    if not _tvm.dtype_of(value.args[0]).startswith("float"):
+        return expr, Activation()
+    return value.args[0], Activation(_tvm.scalar_arg(value.args[1]),
+                                     _tvm.scalar_arg(value.args[2]))
+
+
+def _flattened_to_2d(ctx: Context, y: Any):
+    """``(softmax call, reshape-in call)`` when ``y`` is reshape(softmax(reshape(., [N, D]), 1))
+    back to the shape before the first reshape, the row-flattening of ONNX Softmax < 13."""
+    back = ctx.call(y, RESHAPE)
+    inner = None if back is None else ctx.call(back.args[0], SOFTMAX)
+    flat = None if inner is None else ctx.call(inner.args[0], RESHAPE)
+    if flat is None or not ctx.single_use(back.args[0]) or not ctx.single_use(inner.args[0]):
+        return None
+    shape, flat_shape = _tvm.shape_of(flat.args[0]), _tvm.shape_of(flat)
+    if len(flat_shape) != 2 or int(_tvm.attrs_dict(inner)["axis"]) % 2 != 1 \
+            or _tvm.shape_of(back) != shape:
+        return None
+    rows = [math.prod(shape[:k]) for k in range(len(shape) + 1)]
+    if flat_shape[0] not in rows or math.prod(shape) != math.prod(flat_shape):
+        return None
+    return inner, flat
+
+
+def fold_softmax(ctx: Context, call: Any):
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    y, act = _one_activation(ctx, out.operand)
+    flattened = _flattened_to_2d(ctx, y)
+    inner, flat = flattened if flattened else (ctx.call(y, SOFTMAX), None)
+    if inner is None:
+        return None
+    at = y if flat is None else ctx.value(y).args[0]  # the softmax's float result
+    if not ctx.single_use(y):
+        return Decline(UNFUSED + "the softmax result has other users", y)
+    x = dequantized(ctx, (inner if flat is None else flat).args[0])
+    if x is None:
+        return Decline("input is not dequantized from int8", at)
+    if (why := per_tensor_int8(x, "input", at)) is not None:
+        return why
+    if ctx.source != "onnx":
+        return Decline(f"the softmax arithmetic of {ctx.source} is not implemented", at)
+    if act.bounds(out.qparams) != FULL_RANGE:
+        return Decline(UNFUSED + "a relu/clip the output quantization does not imply", at)
+    source = ctx.source_dtype(x.operand)
+    if source != ctx.source_dtype():
+        return Decline(UNFUSED + f"{source} input, {ctx.source_dtype()} output", at)
+    if flat is None:
+        axis = int(_tvm.attrs_dict(inner)["axis"])
+        return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source)
+    rows = ctx.emit(movement.reshape(x.operand, _tvm.shape_of(flat), x.qparams))
+    y2d = ctx.emit(softmax_op.softmax(rows, x.qparams, out.qparams, 1, source_dtype=source))
+    return movement.reshape(y2d, _tvm.shape_of(x.operand), out.qparams)
+
+
+RULES = (
+    Rule("softmax", QUANTIZE, fold_softmax,
+         "q(softmax(dq x)) -> canonqnn.softmax (also ONNX < 13 row-flattened softmax)"),
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 
@@ -42,5 +43,27 @@ def conv_then_separately_quantized(activation: str, out_scale: float = 0.02,
         nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6])],
         [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    return model
+
+
+def qdq_layer_norm() -> onnx.ModelProto:
+    """x -> Q -> DQ -> LayerNormalization (node 'ln', last axis of [1, 8, 16]) -> Q -> DQ."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.02, np.float32), "ys"),
+             numpy_helper.from_array(rng.uniform(0.5, 1.5, 16).astype(np.float32), "gamma"),
+             numpy_helper.from_array(rng.uniform(-0.2, 0.2, 16).astype(np.float32), "beta")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xf"]),
+             helper.make_node("LayerNormalization", ["xf", "gamma", "beta"], ["y"], name="ln",
+                              axis=-1, epsilon=1e-5),
+             helper.make_node("QuantizeLinear", ["y", "ys", "z"], ["yq"]),
+             helper.make_node("DequantizeLinear", ["yq", "ys", "z"], ["out"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
     return model

@@ -11,17 +11,26 @@ from canonqnn import models
 
 
 @functools.lru_cache(maxsize=None)
-def quantized_bytes(arch: str, fmt: str, activation: str, per_channel: bool) -> bytes:
-    build = {"resnet": models.resnet_like, "mobilenet_v1": models.mobilenet_v1_like}[arch]
-    return models.quantize(build(), fmt=fmt, activation=activation,
+def quantized_bytes(arch: str, fmt: str, activation: str, per_channel: bool,
+                    features: bool = False) -> bytes:
+    model = models.ARCHITECTURES[arch]()
+    if features:
+        model = models.with_features(model)
+    return models.quantize(model, fmt=fmt, activation=activation,
                            per_channel=per_channel).SerializeToString()
 
 
 @pytest.fixture
 def quantized_model():
-    """``quantized_model(arch, fmt, activation, per_channel) -> onnx.ModelProto``."""
+    """``quantized_model(arch, fmt, activation, per_channel, features) -> onnx.ModelProto``.
 
-    def make(arch="resnet", fmt="qdq", activation="u8", per_channel=True) -> onnx.ModelProto:
-        return onnx.load_from_string(quantized_bytes(arch, fmt, activation, per_channel))
+    ``arch`` is a key of ``canonqnn.models.ARCHITECTURES``; ``features=True`` quantizes
+    ``models.with_features(...)`` of it (a second output, for a stronger parity check).
+    """
+
+    def make(arch="resnet", fmt="qdq", activation="u8", per_channel=True,
+             features=False) -> onnx.ModelProto:
+        return onnx.load_from_string(quantized_bytes(arch, fmt, activation, per_channel,
+                                                     features))
 
     return make

@@ -12,30 +12,39 @@ F32 = ("float32", (1, 8))
 I32 = ("int32", (1, 8))
 
 
-def test_non_int8_tensor_between_canonical_kernels_is_flagged_and_island_edges_are_not():
+def test_wide_integer_tensor_between_canonical_kernels_is_flagged_and_float_ones_are_not():
     kernels = [
         Kernel("quantize", [F32], [I8], [None]),
         Kernel("canonqnn_conv2d", [I8], [I32], [0]),
         Kernel("canonqnn_requantize", [I32], [I8], [1]),
         Kernel("fused_canonqnn_add_dequantize", [I8, I8], [F32], [2, 0]),
         Kernel("layer_norm", [F32], [F32], [3]),
+        Kernel("fused_canonqnn_conv2d1_dequantize_multiply", [I8], [F32], [2]),
+        Kernel("fused_quantize1_canonqnn_mul", [F32, I8], [I8], [5, 2]),
     ]
     report = analyze(kernels)
     assert [(e.producer, e.consumer, e.dtype) for e in report.non_int8_edges] == [
         ("canonqnn_conv2d", "canonqnn_requantize", "int32")]
     assert [(e.producer, e.consumer) for e in report.float_island_edges] == [
-        ("fused_canonqnn_add_dequantize", "layer_norm")]
+        ("fused_canonqnn_add_dequantize", "layer_norm"),
+        ("fused_canonqnn_conv2d1_dequantize_multiply", "fused_quantize1_canonqnn_mul")]
     assert not report.ok
     assert "NOT int8 between canonical kernels (1)" in report.summary()
 
 
-def test_lookup_table_in_a_kernel_of_its_own_after_a_conv_is_flagged():
+def test_lookup_table_left_out_of_the_conv_it_solely_reads_is_flagged():
+    table = ("int8", (256,))
     kernels = [Kernel("canonqnn_conv2d", [I8], [I8], [None]),
-               Kernel("canonqnn_lut", [I8, ("int8", (256,))], [I8], [0, None]),
-               Kernel("canonqnn_lut1", [I8, ("int8", (256,))], [I8], [None, None])]
+               Kernel("fused_canonqnn_lut_canonqnn_mul", [I8, table, I8], [I8], [0, None, None]),
+               Kernel("canonqnn_lut1", [I8, table], [I8], [None, None]),
+               # a conv read by a table and by another kernel cannot absorb the table
+               Kernel("canonqnn_conv2d1", [I8], [I8], [None]),
+               Kernel("canonqnn_lut2", [I8, table], [I8], [3, None]),
+               Kernel("canonqnn_reshape", [I8], [I8], [3])]
     report = analyze(kernels)
-    assert report.unfused_luts == ["canonqnn_lut"]
-    assert KernelReport.from_json(report.to_json()).unfused_luts == ["canonqnn_lut"]
+    assert report.unfused_luts == ["fused_canonqnn_lut_canonqnn_mul"]
+    again = KernelReport.from_json(report.to_json())
+    assert again.unfused_luts == ["fused_canonqnn_lut_canonqnn_mul"]
 
 
 def test_build_reports_int8_kernels_and_the_library_keeps_the_report(quantized_model, tmp_path):

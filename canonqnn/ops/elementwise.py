@@ -1,4 +1,5 @@
-"""``canonqnn.add`` and ``canonqnn.mul``: int8 binary ops with numpy broadcasting.
+"""``canonqnn.add``, ``canonqnn.mul`` and ``canonqnn.sub``: int8 binary ops with numpy
+broadcasting.
 
 Rounding ``rne_f32`` reproduces onnxruntime's QLinearAdd (x86 AVX2/FMA kernel) and QLinearMul
 (SSE2 kernel) exactly. Their float arithmetic runs on the *stored* integers, so it depends on
@@ -16,6 +17,11 @@ mul:
     ratio = f32(f32(a_scale * b_scale) / out_scale)
     t = f32(f32(f32((a - a_zp) * (b - b_zp)) * ratio) + f32(ZC))
     y = clamp(RNE(t), act_min + o, act_max + o) - o
+
+sub (onnxruntime has no quantized Sub: DequantizeLinear, float Sub, QuantizeLinear; the real
+values do not depend on the stored dtype, so there is no source_dtype):
+    d = f32(f32(f32(a - a_zp) * a_scale) - f32(f32(b - b_zp) * b_scale))
+    y = clamp(RNE(f32(d / out_scale)), act_min - out_zp, act_max - out_zp) + out_zp
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
 from ._registry import CanonicalOp, register
-from ._requant import te_no_contract
+from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 
 ATTRS = ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "act_min", "act_max",
          "rounding", "source_dtype")
@@ -187,6 +193,59 @@ MUL = register(CanonicalOp(
     constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
     family="elementwise",
 ))
+
+# ---------------------------------------------------------------- sub
+SUB_ATTRS = ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "act_min", "act_max",
+             "rounding")
+
+
+def _real(q, scale: float, zp: int) -> np.ndarray:
+    """DequantizeLinear: ``f32(f32(q - zp) * scale)``."""
+    return ((q.astype(np.int32) - zp).astype(F32) * F32(scale)).astype(F32)
+
+
+def sub_reference(x, y, **a) -> np.ndarray:
+    d = (_real(x, a["a_scale"], a["a_zp"]) - _real(y, a["b_scale"], a["b_zp"])).astype(F32)
+    # QuantizeLinear divides; requant_accumulator's multiply by 1 keeps that quotient exact
+    v = (d / F32(a["out_scale"])).astype(F32)
+    return requant_accumulator(v, F32(1.0), a["out_zp"], a["act_min"], a["act_max"])
+
+
+def _sub_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+
+    def real(v, scale, zp):
+        # fenced: LLVM would otherwise fuse one product into the subtraction (an FMA)
+        return te_no_contract((v.astype("int32") - zp).astype("float32") * _f(scale))
+
+    def elem(xv, yv):
+        d = real(xv, a["a_scale"], a["a_zp"]) - real(yv, a["b_scale"], a["b_zp"])
+        return te_requant_accumulator(d / _f(a["out_scale"]), _f(1.0), a["out_zp"],
+                                      a["act_min"], a["act_max"])
+
+    return bb.call_te(_broadcast_compute("sub", elem), call.args[0], call.args[1],
+                      primfunc_name_hint="canonqnn_sub")
+
+
+SUB = register(CanonicalOp(
+    name="sub",
+    summary="int8 - int8 -> int8 with broadcasting (onnxruntime: dequantize, float Sub, "
+            "quantize)",
+    args=("a", "b"), attrs=SUB_ATTRS, infer=_out_shape, legalize=_sub_legalize,
+    reference=sub_reference,
+    constraints="a, b int8 per tensor, numpy-broadcastable",
+    family="elementwise",
+))
+
+
+def sub(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
+        act=(-128, 127), rounding: str = "rne_f32") -> Any:
+    """Build ``canonqnn.sub`` (a - b)."""
+    return SUB.call([a_q, b_q], dict(
+        a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, b_scale=b_qp.scalar_scale,
+        b_zp=b_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
+        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))
+
 
 def binary(op: CanonicalOp, a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
            *, act=(-128, 127), source_dtype: str = "int8", rounding: str = "rne_f32") -> Any:

@@ -1,1 +1,293 @@
-"""(in progress)"""
+"""int8 indexing and layout ops: ``pad``, ``gather``, ``strided_slice``, ``tile``,
+``broadcast_to``, ``depth_to_space``, ``space_to_depth``.
+
+None of them does arithmetic: every output element is an input element (or, for ``pad`` in
+constant mode, the int8 ``pad_value``), so input and output share one scale/zero point (carried
+as ``scale``/``zp`` for pattern authors). Where a model gives the output other parameters, the
+rules requantize (``canonqnn.requantize``). All shapes are static.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+from .._tvm import te, topi
+from ..qparams import QParams
+from ._registry import CanonicalOp, register
+
+FAMILY = "indexing"
+
+
+def _int8(shape) -> Any:
+    return _tvm.tensor_type(shape, "int8")
+
+
+def _shared(qp: QParams) -> dict[str, Any]:
+    return dict(scale=qp.scalar_scale, zp=qp.scalar_zp)
+
+
+# ---------------------------------------------------------------- pad
+PAD_MODES = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "wrap"}
+_TOPI_PAD = {"reflect": "reflect_pad", "edge": "replicate_pad", "wrap": "circular_pad"}
+
+
+def _pad_shape(shape, a: dict) -> list[int]:
+    return [d + b + e for d, b, e in zip(shape, a["pad_before"], a["pad_after"])]
+
+
+def _pad_reference(x, pad_before, pad_after, mode, pad_value, scale, zp):
+    widths = list(zip(pad_before, pad_after))
+    if mode == "constant":
+        return np.pad(x, widths, mode="constant", constant_values=np.int8(pad_value))
+    return np.pad(x, widths, mode=PAD_MODES[mode])
+
+
+def _pad_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    if a["mode"] == "constant":
+        return bb.call_te(topi.nn.pad, call.args[0], a["pad_before"], a["pad_after"],
+                          pad_value=int(a["pad_value"]), primfunc_name_hint="canonqnn_pad")
+    pad = getattr(topi.nn, _TOPI_PAD[a["mode"]])
+    return bb.call_te(pad, call.args[0], pad_before=a["pad_before"], pad_after=a["pad_after"],
+                      primfunc_name_hint="canonqnn_pad")
+
+
+PAD = register(CanonicalOp(
+    name="pad",
+    summary="int8 padding: constant (an int8 pad value), reflect, edge or wrap",
+    args=("x",),
+    attrs=("pad_before", "pad_after", "mode", "pad_value", "scale", "zp"),
+    infer=lambda call: _int8(_pad_shape(_tvm.shape_of(call.args[0]), _tvm.attrs_dict(call))),
+    legalize=_pad_legalize,
+    reference=_pad_reference,
+    constraints="x int8; non-negative pads; reflect pads < the axis length; output shares the "
+                "input's scale and zero point",
+    family=FAMILY,
+))
+
+
+def pad(x: Any, qp: QParams, pad_before, pad_after, mode: str = "constant",
+        pad_value: int = 0) -> Any:
+    if mode not in PAD_MODES:
+        raise ValueError(f"pad mode {mode!r}")
+    if not -128 <= int(pad_value) <= 127:
+        raise ValueError(f"pad value {pad_value} is not an int8 value")
+    return PAD.call([x], dict(pad_before=[int(p) for p in pad_before],
+                              pad_after=[int(p) for p in pad_after], mode=mode,
+                              pad_value=int(pad_value), **_shared(qp)))
+
+
+# ---------------------------------------------------------------- gather
+def _gather_infer(call: Any) -> Any:
+    shape = _tvm.shape_of(call.args[0])
+    axis = _tvm.attrs_dict(call)["axis"]
+    return _int8((*shape[:axis], *_tvm.shape_of(call.args[1]), *shape[axis + 1:]))
+
+
+def _gather_reference(x, indices, axis, scale, zp):
+    return np.take(x, np.asarray(indices).astype(np.int64), axis=axis, mode="wrap")
+
+
+def _gather_legalize(bb: Any, call: Any) -> Any:
+    axis = _tvm.attrs_dict(call)["axis"]
+    x, indices = call.args
+    mode = "wrap"  # negative indices count from the end
+    if _tvm.is_const(indices):
+        # Normalized at rewrite time: a clamp (a no-op here) is cheaper than a modulo, and
+        # topi's unchecked "fast" mode warns at every build.
+        values = _tvm.const_value(indices)
+        if values.size and values.min() >= 0 and values.max() < _tvm.shape_of(x)[axis]:
+            mode = "clip"
+    return bb.call_te(topi.take, x, indices, axis=axis, mode=mode,
+                      primfunc_name_hint="canonqnn_gather")
+
+
+GATHER = register(CanonicalOp(
+    name="gather",
+    summary="int8 gather along one axis (ONNX Gather); parameters unchanged",
+    args=("x", "indices"),
+    attrs=("axis", "scale", "zp"),
+    infer=_gather_infer,
+    legalize=_gather_legalize,
+    reference=_gather_reference,
+    constraints="x int8; indices int32/int64 (constant or not) in [-n, n): negative ones count "
+                "from the end; output shares the input's scale and zero point",
+    family=FAMILY,
+))
+
+
+def gather(x: Any, indices: Any, axis: int, qp: QParams) -> Any:
+    return GATHER.call([x, indices], dict(axis=int(axis), **_shared(qp)))
+
+
+# ---------------------------------------------------------------- strided_slice
+def _slice_shape(shape, a: dict) -> list[int]:
+    out = list(shape)
+    for axis, size in zip(a["axes"], a["sizes"]):
+        out[axis] = size
+    return out
+
+
+def _slice_reference(x, axes, begin, strides, sizes, scale, zp):
+    index = [slice(None)] * x.ndim
+    for axis, b, s, n in zip(axes, begin, strides, sizes):
+        index[axis] = np.arange(n) * s + b
+    return x[np.ix_(*[np.arange(d) if isinstance(i, slice) else i
+                      for d, i in zip(x.shape, index)])]
+
+
+def _slice_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    out_shape = _slice_shape(_tvm.shape_of(call.args[0]), a)
+    start = dict(zip(a["axes"], a["begin"]))
+    step = dict(zip(a["axes"], a["strides"]))
+
+    def compute(x):
+        return te.compute(out_shape, lambda *i: x(*[
+            start[k] + step[k] * i[k] if k in start else i[k] for k in range(len(i))]),
+            name="strided_slice")
+
+    return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_strided_slice")
+
+
+STRIDED_SLICE = register(CanonicalOp(
+    name="strided_slice",
+    summary="int8 strided slice: out[.., i, ..] = x[.., begin + i*stride, ..] on each listed "
+            "axis (negative strides walk backwards); parameters unchanged",
+    args=("x",),
+    attrs=("axes", "begin", "strides", "sizes", "scale", "zp"),
+    infer=lambda call: _int8(_slice_shape(_tvm.shape_of(call.args[0]), _tvm.attrs_dict(call))),
+    legalize=_slice_legalize,
+    reference=_slice_reference,
+    constraints="x int8; every index begin + i*stride (0 <= i < size) inside the axis; output "
+                "shares the input's scale and zero point",
+    family=FAMILY,
+))
+
+
+def strided_slice(x: Any, qp: QParams, axes, begin, strides, sizes) -> Any:
+    shape = _tvm.shape_of(x)
+    for axis, b, s, n in zip(axes, begin, strides, sizes):
+        last = b + (n - 1) * s
+        if s == 0 or n < 1 or not (0 <= b < shape[axis] and 0 <= last < shape[axis]):
+            raise ValueError(f"slice begin {b} stride {s} size {n} leaves axis {axis} "
+                             f"(length {shape[axis]})")
+    return STRIDED_SLICE.call([x], dict(axes=[int(v) for v in axes], begin=[int(v) for v in begin],
+                                        strides=[int(v) for v in strides],
+                                        sizes=[int(v) for v in sizes], **_shared(qp)))
+
+
+# ---------------------------------------------------------------- tile
+TILE = register(CanonicalOp(
+    name="tile",
+    summary="int8 tiling (ONNX Tile); parameters unchanged",
+    args=("x",),
+    attrs=("repeats", "scale", "zp"),
+    infer=lambda call: _int8([d * r for d, r in zip(_tvm.shape_of(call.args[0]),
+                                                    _tvm.attrs_dict(call)["repeats"])]),
+    legalize=lambda bb, call: bb.call_te(topi.tile, call.args[0],
+                                         _tvm.attrs_dict(call)["repeats"],
+                                         primfunc_name_hint="canonqnn_tile"),
+    reference=lambda x, repeats, scale, zp: np.tile(x, repeats),
+    constraints="x int8; one repeat count (>= 1) per axis; output shares the input's scale and "
+                "zero point",
+    family=FAMILY,
+))
+
+
+def tile(x: Any, repeats, qp: QParams) -> Any:
+    return TILE.call([x], dict(repeats=[int(r) for r in repeats], **_shared(qp)))
+
+
+# ---------------------------------------------------------------- broadcast_to
+BROADCAST_TO = register(CanonicalOp(
+    name="broadcast_to",
+    summary="int8 numpy-style broadcast to a static shape (ONNX Expand); parameters unchanged",
+    args=("x",),
+    attrs=("shape", "scale", "zp"),
+    infer=lambda call: _int8(_tvm.attrs_dict(call)["shape"]),
+    legalize=lambda bb, call: bb.call_te(topi.broadcast_to, call.args[0],
+                                         _tvm.attrs_dict(call)["shape"],
+                                         primfunc_name_hint="canonqnn_broadcast_to"),
+    reference=lambda x, shape, scale, zp: np.broadcast_to(x, shape).copy(),
+    constraints="x int8, broadcastable to shape; output shares the input's scale and zero point",
+    family=FAMILY,
+))
+
+
+def broadcast_to(x: Any, shape, qp: QParams) -> Any:
+    return BROADCAST_TO.call([x], dict(shape=[int(d) for d in shape], **_shared(qp)))
+
+
+# ---------------------------------------------------------------- depth_to_space / space_to_depth
+def _depth_to_space_reference(x, block_size, mode, scale, zp):
+    n, c, h, w = x.shape
+    b = block_size
+    if mode == "DCR":
+        y = x.reshape(n, b, b, c // (b * b), h, w).transpose(0, 3, 4, 1, 5, 2)
+    else:
+        y = x.reshape(n, c // (b * b), b, b, h, w).transpose(0, 1, 4, 2, 5, 3)
+    return y.reshape(n, c // (b * b), h * b, w * b)
+
+
+def _space_to_depth_reference(x, block_size, scale, zp):
+    n, c, h, w = x.shape
+    b = block_size
+    y = x.reshape(n, c, h // b, b, w // b, b).transpose(0, 3, 5, 1, 2, 4)
+    return y.reshape(n, c * b * b, h // b, w // b)
+
+
+def _d2s_infer(call: Any) -> Any:
+    n, c, h, w = _tvm.shape_of(call.args[0])
+    b = _tvm.attrs_dict(call)["block_size"]
+    return _int8((n, c // (b * b), h * b, w * b))
+
+
+def _s2d_infer(call: Any) -> Any:
+    n, c, h, w = _tvm.shape_of(call.args[0])
+    b = _tvm.attrs_dict(call)["block_size"]
+    return _int8((n, c * b * b, h // b, w // b))
+
+
+DEPTH_TO_SPACE = register(CanonicalOp(
+    name="depth_to_space",
+    summary="int8 NCHW depth to space (ONNX DepthToSpace, DCR or CRD); parameters unchanged",
+    args=("x",),
+    attrs=("block_size", "mode", "scale", "zp"),
+    infer=_d2s_infer,
+    legalize=lambda bb, call: bb.call_te(
+        topi.nn.depth_to_space, call.args[0], _tvm.attrs_dict(call)["block_size"], "NCHW",
+        _tvm.attrs_dict(call)["mode"], primfunc_name_hint="canonqnn_depth_to_space"),
+    reference=_depth_to_space_reference,
+    constraints="x int8 NCHW, C divisible by block_size^2; output shares the input's scale and "
+                "zero point",
+    family=FAMILY,
+))
+
+SPACE_TO_DEPTH = register(CanonicalOp(
+    name="space_to_depth",
+    summary="int8 NCHW space to depth (ONNX SpaceToDepth); parameters unchanged",
+    args=("x",),
+    attrs=("block_size", "scale", "zp"),
+    infer=_s2d_infer,
+    legalize=lambda bb, call: bb.call_te(
+        topi.nn.space_to_depth, call.args[0], _tvm.attrs_dict(call)["block_size"], "NCHW",
+        primfunc_name_hint="canonqnn_space_to_depth"),
+    reference=_space_to_depth_reference,
+    constraints="x int8 NCHW, H and W divisible by block_size; output shares the input's scale "
+                "and zero point",
+    family=FAMILY,
+))
+
+
+def depth_to_space(x: Any, block_size: int, mode: str, qp: QParams) -> Any:
+    if mode not in ("DCR", "CRD"):
+        raise ValueError(f"depth_to_space mode {mode!r}")
+    return DEPTH_TO_SPACE.call([x], dict(block_size=int(block_size), mode=mode, **_shared(qp)))
+
+
+def space_to_depth(x: Any, block_size: int, qp: QParams) -> Any:
+    return SPACE_TO_DEPTH.call([x], dict(block_size=int(block_size), **_shared(qp)))

@@ -1,1 +1,106 @@
-"""(in progress)"""
+"""``canonqnn.lut``: an int8 -> int8 lookup table, the canonical form of every elementwise
+non-linear function of one int8 tensor (sigmoid, tanh, gelu, hardswish, leaky_relu, x *
+sigmoid(x), ...).
+
+    axis = -1:  y[i] = table[x[i] + 128]                table int8[256]
+    axis = a:   y[i] = table[i[a], x[i] + 128]          table int8[C, 256], C = x.shape[a]
+
+The table is materialized by the rewrite that folds the float chain (canonqnn/tables builds it
+the way the source runtime computes the function), so the op itself does no arithmetic and is
+exact by construction. ``in_scale``/``in_zp``/``out_scale``/``out_zp`` and ``function`` (what
+the table computes, e.g. ``"sigmoid"``) document the table for pattern authors; the per-row
+form carries per-channel constants such as PRelu slopes.
+
+The legalization is a single gather (``te.compute``) named ``canonqnn_lut``: the build marks
+those kernels elementwise so that TVM fuses the lookup into the kernel of the op producing x.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+from .._tvm import te
+from ..qparams import QParams
+from ._registry import CanonicalOp, register
+
+TABLE_SIZE = 256
+OFFSET = 128  # table column of int8 code q is q + 128
+
+
+def check_table(x_shape: tuple[int, ...], table_shape: tuple[int, ...], axis: int) -> None:
+    """Raise ``ValueError`` unless the table fits ``x`` and ``axis``."""
+    if axis == -1:
+        if tuple(table_shape) != (TABLE_SIZE,):
+            raise ValueError(f"lut: a table of shape {list(table_shape)} needs an axis "
+                             f"(expected [{TABLE_SIZE}] for axis -1)")
+        return
+    if not 0 <= axis < len(x_shape):
+        raise ValueError(f"lut: axis {axis} out of range for an input of rank {len(x_shape)}")
+    if tuple(table_shape) != (x_shape[axis], TABLE_SIZE):
+        raise ValueError(f"lut: table shape {list(table_shape)} does not match "
+                         f"[{x_shape[axis]}, {TABLE_SIZE}] (input dimension {axis})")
+
+
+def _infer(call: Any) -> Any:
+    x, table = call.args
+    for what, arg in (("input", x), ("table", table)):
+        if _tvm.dtype_of(arg) != "int8":
+            raise ValueError(f"lut: {what} must be int8, got {_tvm.dtype_of(arg)}")
+    x_shape = _tvm.shape_of(x)
+    check_table(x_shape, _tvm.shape_of(table), int(_tvm.attrs_dict(call)["axis"]))
+    return _tvm.tensor_type(x_shape, "int8")
+
+
+def lut_reference(x, table, *, axis: int = -1, **_documentary) -> np.ndarray:
+    x, table = np.asarray(x), np.asarray(table)
+    column = x.astype(np.int32) + OFFSET
+    if axis == -1:
+        return table[column]
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    row = np.arange(x.shape[axis]).reshape(shape)
+    return table[np.broadcast_to(row, x.shape), column]
+
+
+def _legalize(bb: Any, call: Any) -> Any:
+    axis = int(_tvm.attrs_dict(call)["axis"])
+
+    def gather(x, table):
+        if axis == -1:
+            return te.compute(x.shape, lambda *i: table[x(*i).astype("int32") + OFFSET],
+                              name="lut")
+        return te.compute(x.shape, lambda *i: table[i[axis], x(*i).astype("int32") + OFFSET],
+                          name="lut")
+
+    return bb.call_te(gather, call.args[0], call.args[1], primfunc_name_hint="canonqnn_lut")
+
+
+LUT = register(CanonicalOp(
+    name="lut",
+    summary="int8 -> int8 table lookup (elementwise functions; one table or one per channel)",
+    args=("x", "table"),
+    attrs=("in_scale", "in_zp", "out_scale", "out_zp", "function", "axis"),
+    infer=_infer,
+    legalize=_legalize,
+    reference=lut_reference,
+    constraints="x int8 (per-tensor parameters); table int8 constant [256] (axis -1) or "
+                "[C, 256] with C = x.shape[axis]; output int8 per tensor",
+    family="elementwise",
+))
+
+
+def lut(x: Any, table: Any, in_qp: QParams, out_qp: QParams, function: str,
+        axis: int = -1) -> Any:
+    """Build ``canonqnn.lut``; ``table`` is an int8 array (or constant) of shape [256] or
+    [C, 256] (then ``axis`` is the dimension of ``x`` that selects the row)."""
+    if isinstance(table, np.ndarray):
+        if table.dtype != np.int8:
+            raise ValueError(f"lut: table must be int8, got {table.dtype}")
+        check_table(_tvm.shape_of(x), table.shape, axis)
+        table = _tvm.const(table, "int8")
+    return LUT.call([x, table], dict(in_scale=in_qp.scalar_scale, in_zp=in_qp.scalar_zp,
+                                     out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
+                                     function=str(function), axis=int(axis)))

@@ -7,6 +7,16 @@
 Batch dimensions broadcast as in numpy. A dense layer is the 2-D case with a constant ``b``;
 ONNX Gemm folds into it (transposes of constant operands done at rewrite time, ``alpha`` in
 the multiplier). ``out_dtype="int32"`` returns ``acc`` (ONNX MatMulInteger).
+
+``accumulate="u8s8_pair_sat16"`` reproduces onnxruntime's x86 uint8 x int8 GEMM on CPUs without
+VNNI (``vpmaddubsw``): ``a`` holds uint8 data shifted to int8, and the products of the stored
+values ``A = a + 128`` and ``b`` are added in pairs along K, each pair sum saturated to int16;
+the zero points are applied exactly afterwards:
+
+    acc = sum_i sat16(A[2i] b[2i] + A[2i+1] b[2i+1]) [+ A[K-1] b[K-1] when K is odd]
+          - b_zp[n] * sum_k A[k] - A_zp * sum_k b[k] + K * A_zp * b_zp[n] + bias[n]
+
+with ``A_zp = a_zp + 128``. Where no pair sum leaves int16 this is the exact accumulator.
 """
 
 from __future__ import annotations
@@ -16,13 +26,16 @@ from typing import Any
 import numpy as np
 
 from .. import _tvm
-from .._tvm import te
+from .._tvm import te, tirx
 from ..qparams import QParams, accumulator_multiplier
 from ._registry import CanonicalOp, register
 from ._requant import requant_accumulator, te_requant_accumulator
 
 ATTRS = ("a_scale", "a_zp", "alpha", "out_scale", "out_zp", "act_min", "act_max", "rounding",
-         "out_dtype")
+         "out_dtype", "accumulate")
+ACCUMULATE = ("exact", "u8s8_pair_sat16")
+UINT8_SHIFT = 128  # a holds uint8 data as a - 128 in the pair-saturating mode
+INT16_MIN, INT16_MAX = -(2 ** 15), 2 ** 15 - 1
 
 
 def out_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -41,10 +54,33 @@ def multiplier(a: dict[str, Any], b_scale: np.ndarray, n: int) -> np.ndarray:
     return np.broadcast_to(m, (n,)).astype(np.float32)
 
 
+def _pair_saturated_products(a_q, b_q) -> np.ndarray:
+    """``sum_i sat16(A[2i] b[2i] + A[2i+1] b[2i+1])`` (+ the odd last product), ``A = a + 128``."""
+    big_a, big_b = a_q.astype(np.int64) + UINT8_SHIFT, b_q.astype(np.int64)
+    k = big_a.shape[-1]
+    even = 2 * (k // 2)
+    pairs = (big_a[..., :, 0:even:2, None] * big_b[..., None, 0:even:2, :]
+             + big_a[..., :, 1:even:2, None] * big_b[..., None, 1:even:2, :])
+    total = np.clip(pairs, INT16_MIN, INT16_MAX).sum(axis=-2)
+    if k % 2:  # the unpaired last product fits int16 (255 * 128 < 2^15)
+        total = total + big_a[..., :, k - 1:k] * big_b[..., k - 1:k, :]
+    return total
+
+
+def _accumulator(a_q, b_q, bz: np.ndarray, a_zp: int, accumulate: str) -> np.ndarray:
+    if accumulate == "exact":
+        return np.matmul(a_q.astype(np.int64) - a_zp, b_q.astype(np.int64) - bz)
+    big_zp, k = a_zp + UINT8_SHIFT, a_q.shape[-1]
+    row_sums = (a_q.astype(np.int64) + UINT8_SHIFT).sum(axis=-1)[..., :, None]
+    col_sums = b_q.astype(np.int64).sum(axis=-2)[..., None, :]
+    return (_pair_saturated_products(a_q, b_q) - bz * row_sums - big_zp * col_sums
+            + k * big_zp * bz)
+
+
 def reference(a_q, b_q, bias, b_scale, b_zp, **a) -> np.ndarray:
     n = b_q.shape[-1]
     bz = np.broadcast_to(b_zp.astype(np.int64), (n,))
-    acc = np.matmul(a_q.astype(np.int64) - a["a_zp"], b_q.astype(np.int64) - bz)
+    acc = _accumulator(a_q, b_q, bz, a["a_zp"], a.get("accumulate", "exact"))
     acc = (acc + bias.astype(np.int64)).astype(np.int32)
     if a["out_dtype"] == "int32":
         return acc
@@ -59,27 +95,77 @@ def _operand_index(idx: tuple, shape: tuple[int, ...], rank: int) -> list:
     return [0 if dim == 1 else idx[offset + i] for i, dim in enumerate(batch)]
 
 
+def _exact_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape, b_shape):
+    k_dim, rank = a_shape[-1], len(shape)
+    k = te.reduce_axis((0, k_dim), "k")
+
+    def tap(*idx):
+        m, col = idx[-2], idx[-1]
+        xv = x(*_operand_index(idx, a_shape, rank), m, k).astype("int32") - a_zp
+        wv = w(*_operand_index(idx, b_shape, rank), k, col).astype("int32")
+        return xv * (wv if symmetric else wv - wzp[col])
+
+    return te.compute(shape, lambda *idx: te.sum(tap(*idx), axis=[k]), name="acc")
+
+
+def _pair_saturated_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape,
+                                b_shape):
+    """TE twin of the ``u8s8_pair_sat16`` accumulator in ``_accumulator``."""
+    k_dim, rank = a_shape[-1], len(shape)
+    big_zp = a_zp + UINT8_SHIFT
+
+    def big_a(idx, m, kk):
+        return x(*_operand_index(idx, a_shape, rank), m, kk).astype("int32") + UINT8_SHIFT
+
+    def big_b(idx, kk, col):
+        return w(*_operand_index(idx, b_shape, rank), kk, col).astype("int32")
+
+    def pair(p, *idx):
+        m, col = idx[-2], idx[-1]
+        v = (big_a(idx, m, 2 * p) * big_b(idx, 2 * p, col)
+             + big_a(idx, m, 2 * p + 1) * big_b(idx, 2 * p + 1, col))
+        return te.max(te.min(v, INT16_MAX), INT16_MIN)
+
+    if k_dim >= 2:
+        p = te.reduce_axis((0, k_dim // 2), "p")
+        pairs = te.compute(shape, lambda *idx: te.sum(pair(p, *idx), axis=[p]), name="pair_sums")
+    else:
+        pairs = te.compute(shape, lambda *idx: tirx.const(0, "int32"), name="pair_sums")
+    ka = te.reduce_axis((0, k_dim), "ka")
+    row_sums = te.compute(a_shape[:-1], lambda *i: te.sum(
+        x(*i, ka).astype("int32") + UINT8_SHIFT, axis=[ka]), name="row_sums")
+    kb = te.reduce_axis((0, k_dim), "kb")
+    col_sums = te.compute((*b_shape[:-2], b_shape[-1]), lambda *i: te.sum(
+        w(*i[:-1], kb, i[-1]).astype("int32"), axis=[kb]), name="col_sums")
+
+    def combine(*idx):
+        m, col = idx[-2], idx[-1]
+        v = pairs(*idx) - big_zp * col_sums(*_operand_index(idx, b_shape, rank), col)
+        if k_dim % 2:
+            v = v + big_a(idx, m, k_dim - 1) * big_b(idx, k_dim - 1, col)
+        if not symmetric:
+            zb = wzp[col]
+            v = v - zb * row_sums(*_operand_index(idx, a_shape, rank), m) + k_dim * big_zp * zb
+        return v
+
+    return te.compute(shape, combine, name="acc")
+
+
 def _legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     a_q, b_q, bias, b_scale, b_zp = call.args
     a_shape, b_shape = _tvm.shape_of(a_q), _tvm.shape_of(b_q)
     shape = out_shape(a_shape, b_shape)
-    n, k_dim, rank = b_shape[-1], a_shape[-1], len(shape)
+    n = b_shape[-1]
     bzp = _tvm.const_value(b_zp)
     symmetric = not np.any(bzp)
     mult = _tvm.const(multiplier(a, _tvm.const_value(b_scale), n), "float32")
     bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
+    accumulator = (_pair_saturated_accumulator if a.get("accumulate") == "u8s8_pair_sat16"
+                   else _exact_accumulator)
 
     def compute(x, w, bias, mult, wzp):
-        k = te.reduce_axis((0, k_dim), "k")
-
-        def tap(*idx):
-            m, col = idx[-2], idx[-1]
-            xv = x(*_operand_index(idx, a_shape, rank), m, k).astype("int32") - a["a_zp"]
-            wv = w(*_operand_index(idx, b_shape, rank), k, col).astype("int32")
-            return xv * (wv if symmetric else wv - wzp[col])
-
-        acc = te.compute(shape, lambda *idx: te.sum(tap(*idx), axis=[k]), name="acc")
+        acc = accumulator(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape)
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
         return te.compute(shape, lambda *idx: te_requant_accumulator(
@@ -101,14 +187,17 @@ MATMUL = register(CanonicalOp(
     reference=reference,
     constraints="a int8 [..., M, K] per tensor, b int8 [..., K, N] (constant or not), "
                 "bias int32 [N], b_scale float32 [N] or [], b_zp int8 [N] or []; rank >= 2; "
-                "out_dtype int8, or int32 with multiplier exactly 1 and out_zp 0",
+                "out_dtype int8, or int32 with multiplier exactly 1 and out_zp 0; "
+                "accumulate exact, or u8s8_pair_sat16 (a holds uint8 data as a - 128)",
 ))
 
 
 def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QParams,
            out_qp: QParams, *, alpha: float = 1.0, act: tuple[int, int] = (-128, 127),
-           rounding: str = "rne_f32") -> Any:
+           rounding: str = "rne_f32", accumulate: str = "exact") -> Any:
     """Build ``canonqnn.matmul``; ``out_qp.dtype`` int32 means the raw accumulator."""
+    if accumulate not in ACCUMULATE:
+        raise ValueError(f"canonqnn.matmul: unknown accumulate {accumulate!r}")
     n = _tvm.shape_of(b_q)[-1]
     bias = np.zeros(n, np.int32) if bias is None else np.asarray(bias, np.int32).reshape(n)
     return MATMUL.call(
@@ -116,5 +205,6 @@ def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QPa
          _tvm.const(b_qp.zero_point.astype(np.int8), "int8")],
         dict(a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, alpha=float(np.float32(alpha)),
              out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
-             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype),
+             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
+             accumulate=accumulate),
     )

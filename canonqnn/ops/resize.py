@@ -1,1 +1,255 @@
-"""(in progress)"""
+"""``canonqnn.resize2d``: int8 NCHW resize of H and W, nearest or bilinear (onnxruntime's Resize).
+
+Each output row/column maps to input coordinates exactly as onnxruntime's CPU Resize computes
+them in float32, with the scale ``f32(out_len) / f32(in_len)`` (a scale of exactly 1 maps
+every index to itself):
+
+    asymmetric            c = o / scale
+    half_pixel            c = f32(f32(o + 0.5) / scale) - 0.5
+    pytorch_half_pixel    c = as half_pixel if out_len > 1 else 0
+    tf_half_pixel_for_nn  c = f32(o + 0.5) / scale
+    align_corners         c = f32(o * (in_len - 1)) / (out_len - 1)    (0 if out_len == 1)
+
+nearest: the index ``round_prefer_floor`` / ``round_prefer_ceil`` (halves away from zero) /
+``floor`` / ``ceil`` of c, clamped to [0, in_len - 1]; a pure gather, followed by a
+requantization (dequantize then quantize in float32) when the output parameters differ.
+
+linear (bilinear over H and W, onnxruntime's NCHW ``UpsampleBilinear``): c clamped to
+[0, in_len - 1], i1 = int(c), i2 = min(i1 + 1, in_len - 1), d1 = |c - i1|, d2 = |c - i2|
+(both 0.5 when i1 == i2); with X the input as float32,
+
+    t = f32(f32(f32((dx2*dy2) * X11) + f32((dx1*dy2) * X21)) + f32((dx2*dy1) * X12))
+        + f32((dx1*dy1) * X22)                       (every product rounded: no FMA)
+
+kernel="float"   (QDQ models: DequantizeLinear -> float Resize -> QuantizeLinear)
+    X = f32(f32(x - x_zp) * x_scale);  y = clamp(RNE(f32(t / out_scale)), act - out_zp) + out_zp
+kernel="integer" (onnxruntime's int8/uint8 Resize kernel, run on the stored values)
+    X = x - x_zp;  y = clamp(trunc(t) + out_zp, act)     (same parameters in and out)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm
+from .._tvm import te, tirx
+from ..qparams import QParams
+from ._registry import CanonicalOp, register
+from ._requant import (requant_accumulator, requant_via_real, te_no_contract,
+                       te_requant_accumulator, te_requant_via_real)
+
+F32 = np.float32
+COORDINATE_MODES = ("half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners",
+                    "tf_half_pixel_for_nn")
+NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+METHODS = ("nearest", "linear")
+KERNELS = ("float", "integer")
+ATTRS = ("size", "method", "coordinate_transformation_mode", "nearest_mode", "kernel",
+         "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding")
+
+
+# ---------------------------------------------------------------- coordinates (static, numpy)
+def source_coordinate(mode: str, o: int, in_len: int, out_len: int) -> np.float32:
+    """onnxruntime's ``get_original_coordinate`` for output index ``o``, in float32."""
+    scale = F32(F32(out_len) / F32(in_len))
+    if scale == F32(1.0):
+        return F32(o)
+    x, half = F32(o), F32(0.5)
+    if mode == "asymmetric":
+        return F32(x / scale)
+    if mode in ("half_pixel", "pytorch_half_pixel"):
+        if mode == "pytorch_half_pixel" and out_len <= 1:
+            return F32(0.0)
+        return F32(F32(F32(x + half) / scale) - half)
+    if mode == "tf_half_pixel_for_nn":
+        return F32(F32(x + half) / scale)
+    if mode == "align_corners":
+        if out_len == 1:
+            return F32(0.0)
+        return F32(F32(x * F32(in_len - 1)) / F32(out_len - 1))
+    raise ValueError(f"resize2d: coordinate_transformation_mode {mode!r} is not supported")
+
+
+def _round_half_away(c: np.float32) -> int:
+    return int(np.copysign(np.floor(abs(float(c)) + 0.5), float(c)))
+
+
+def nearest_indices(in_len: int, out_len: int, mode: str, nearest_mode: str) -> np.ndarray:
+    """The input index each output index copies."""
+    out = []
+    for o in range(out_len):
+        c = source_coordinate(mode, o, in_len, out_len)
+        if nearest_mode == "floor":
+            i = int(np.floor(c))
+        elif nearest_mode == "ceil":
+            i = int(np.ceil(c))
+        elif nearest_mode == "round_prefer_ceil":
+            i = _round_half_away(c)
+        elif nearest_mode == "round_prefer_floor":
+            # onnxruntime tests for a half with a truncation (toward zero) plus 0.5
+            i = int(np.floor(c)) if c == F32(F32(int(c)) + F32(0.5)) else _round_half_away(c)
+        else:
+            raise ValueError(f"resize2d: nearest_mode {nearest_mode!r} is not supported")
+        out.append(min(max(i, 0), in_len - 1))
+    return np.array(out, np.int32)
+
+
+def linear_taps(in_len: int, out_len: int, mode: str):
+    """(i1, i2, d1, d2) per output index: the two input taps and their distances."""
+    i1s, i2s, d1s, d2s = [], [], [], []
+    for o in range(out_len):
+        c = source_coordinate(mode, o, in_len, out_len)
+        c = F32(max(F32(0.0), min(c, F32(in_len - 1))))
+        i1 = min(int(c), in_len - 1)
+        i2 = min(i1 + 1, in_len - 1)
+        d1, d2 = (F32(0.5), F32(0.5)) if i1 == i2 else (F32(abs(c - F32(i1))),
+                                                         F32(abs(c - F32(i2))))
+        for column, value in zip((i1s, i2s, d1s, d2s), (i1, i2, d1, d2)):
+            column.append(value)
+    return (np.array(i1s, np.int32), np.array(i2s, np.int32), np.array(d1s, F32),
+            np.array(d2s, F32))
+
+
+def weights_are_fixed_point_exact(in_len: int, out_len: int, mode: str) -> bool:
+    """Whether every bilinear distance is a multiple of 1/256. Then onnxruntime's two integer
+    kernels agree: the NCHW one (float weights, products and sums exact, truncated) and the
+    NHWC one its layout optimizer picks next to channels-last convs (10-bit fixed point)."""
+    _, _, d1, d2 = linear_taps(in_len, out_len, mode)
+    d = np.concatenate([d1, d2]).astype(np.float64) * 256
+    return bool(np.all(d == np.floor(d)))
+
+
+# ---------------------------------------------------------------- reference
+def bilinear(xf: np.ndarray, a: dict) -> np.ndarray:
+    """The float32 interpolation ``t`` of NCHW float32 ``xf`` for op attributes ``a``."""
+    (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
+    y1, y2, dy1, dy2 = linear_taps(xf.shape[2], oh, mode)
+    x1, x2, dx1, dx2 = linear_taps(xf.shape[3], ow, mode)
+    rows1, rows2 = xf[:, :, y1], xf[:, :, y2]
+    t = None
+    for coef, taps in (((dx2[None, :] * dy2[:, None]).astype(F32), rows1[:, :, :, x1]),
+                       ((dx1[None, :] * dy2[:, None]).astype(F32), rows1[:, :, :, x2]),
+                       ((dx2[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x1]),
+                       ((dx1[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x2])):
+        term = (coef * taps).astype(F32)
+        t = term if t is None else (t + term).astype(F32)
+    return t
+
+
+def _reference(x, **a) -> np.ndarray:
+    (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
+    if a["method"] == "nearest":
+        ih = nearest_indices(x.shape[2], oh, mode, a["nearest_mode"])
+        iw = nearest_indices(x.shape[3], ow, mode, a["nearest_mode"])
+        g = x[:, :, ih][:, :, :, iw]
+        if _same_params(a) and (a["act_min"], a["act_max"]) == (-128, 127):
+            return g
+        return requant_via_real(g, a["x_scale"], a["x_zp"], a["out_scale"], a["out_zp"],
+                                a["act_min"], a["act_max"])
+    stored = (x.astype(np.int32) - a["x_zp"]).astype(F32)
+    if a["kernel"] == "integer":
+        t = np.trunc(bilinear(stored, a)).astype(np.int32) + a["out_zp"]
+        return np.clip(t, a["act_min"], a["act_max"]).astype(np.int8)
+    t = bilinear((stored * F32(a["x_scale"])).astype(F32), a)
+    return requant_accumulator((t / F32(a["out_scale"])).astype(F32), F32(1.0), a["out_zp"],
+                               a["act_min"], a["act_max"])
+
+
+def _same_params(a: dict) -> bool:
+    return (a["x_scale"], a["x_zp"]) == (a["out_scale"], a["out_zp"])
+
+
+# ---------------------------------------------------------------- legalization
+def _f(value: float):
+    return tirx.const(float(value), "float32")
+
+
+def _legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    n, c, h, w = _tvm.shape_of(call.args[0])
+    (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
+    if a["method"] == "nearest":
+        ih = _tvm.const(nearest_indices(h, oh, mode, a["nearest_mode"]))
+        iw = _tvm.const(nearest_indices(w, ow, mode, a["nearest_mode"]))
+        plain = _same_params(a) and (a["act_min"], a["act_max"]) == (-128, 127)
+
+        def nearest(x, rows, cols):
+            def value(b, ch, i, j):
+                v = x[b, ch, rows[i], cols[j]]
+                return v if plain else te_requant_via_real(
+                    v, a["x_scale"], a["x_zp"], a["out_scale"], a["out_zp"], a["act_min"],
+                    a["act_max"])
+            return te.compute((n, c, oh, ow), value, name="resize_nearest")
+
+        return bb.call_te(nearest, call.args[0], ih, iw,
+                          primfunc_name_hint="canonqnn_resize2d_nearest")
+
+    taps = [_tvm.const(t) for t in linear_taps(h, oh, mode) + linear_taps(w, ow, mode)]
+    integer = a["kernel"] == "integer"
+
+    def interpolate(x, y1, y2, dy1, dy2, x1, x2, dx1, dx2):
+        stored = te.compute(x.shape, lambda *i: (x(*i).astype("int32") - a["x_zp"])
+                            .astype("float32"), name="stored")
+        xf = stored if integer else te.compute(
+            x.shape, lambda *i: stored(*i) * _f(a["x_scale"]), name="dequantize")
+
+        def value(b, ch, i, j):
+            t = None
+            for coef, row, col in ((dx2[j] * dy2[i], y1, x1), (dx1[j] * dy2[i], y1, x2),
+                                   (dx2[j] * dy1[i], y2, x1), (dx1[j] * dy1[i], y2, x2)):
+                # each product rounded on its own, as onnxruntime's (non-FMA) build does
+                term = te_no_contract(coef * xf[b, ch, row[i], col[j]])
+                t = term if t is None else t + term
+            if integer:
+                v = tirx.trunc(t).astype("int32") + a["out_zp"]
+                return te.max(te.min(v, a["act_max"]), a["act_min"]).astype("int8")
+            return te_requant_accumulator(t / _f(a["out_scale"]), _f(1.0), a["out_zp"],
+                                          a["act_min"], a["act_max"])
+
+        return te.compute((n, c, oh, ow), value, name="resize_bilinear")
+
+    return bb.call_te(interpolate, call.args[0], *taps,
+                      primfunc_name_hint="canonqnn_resize2d_bilinear")
+
+
+def _infer(call: Any) -> Any:
+    n, c, _, _ = _tvm.shape_of(call.args[0])
+    return _tvm.tensor_type((n, c, *_tvm.attrs_dict(call)["size"]), "int8")
+
+
+RESIZE2D = register(CanonicalOp(
+    name="resize2d",
+    summary="int8 NCHW resize of H and W, nearest or bilinear (onnxruntime Resize arithmetic)",
+    args=("x",),
+    attrs=ATTRS,
+    infer=_infer,
+    legalize=_legalize,
+    reference=_reference,
+    constraints="x int8 NCHW per tensor; output per tensor; coordinate modes "
+                + ", ".join(COORDINATE_MODES) + "; kernel 'integer' only for linear, with the "
+                "same parameters in and out",
+    family="resize",
+))
+
+
+def resize2d(x: Any, size, x_qp: QParams, out_qp: QParams, *, method: str,
+             coordinate_transformation_mode: str, nearest_mode: str = "round_prefer_floor",
+             kernel: str = "float", act=(-128, 127), rounding: str = "rne_f32") -> Any:
+    """Build ``canonqnn.resize2d`` (output spatial ``size`` = (OH, OW))."""
+    if method not in METHODS or kernel not in KERNELS:
+        raise ValueError(f"resize2d: method {method!r} / kernel {kernel!r} not supported")
+    if coordinate_transformation_mode not in COORDINATE_MODES:
+        raise ValueError(f"resize2d: coordinate_transformation_mode "
+                         f"{coordinate_transformation_mode!r} is not supported")
+    if nearest_mode not in NEAREST_MODES:
+        raise ValueError(f"resize2d: nearest_mode {nearest_mode!r} is not supported")
+    if kernel == "integer" and (method != "linear" or not x_qp.same_as(out_qp)):
+        raise ValueError("resize2d: the integer kernel is bilinear with one set of parameters")
+    return RESIZE2D.call([x], dict(
+        size=[int(s) for s in size], method=method,
+        coordinate_transformation_mode=coordinate_transformation_mode,
+        nearest_mode=nearest_mode, kernel=kernel, x_scale=x_qp.scalar_scale,
+        x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
+        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))

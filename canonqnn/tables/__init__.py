@@ -1,1 +1,82 @@
-"""(in progress)"""
+"""Lookup tables of int8 elementwise functions, built the way each source runtime computes them.
+
+A function of one int8 tensor takes only 256 values, so a 256-entry table is exact; the only
+question is what the source runtime computes for each input. The table is therefore built by
+evaluating the float part of the fake-quant chain on the 256 dequantized inputs with the
+runtime's own float arithmetic (per Relax op: ``evaluate``), then quantizing as the runtime
+quantizes (``quantize``). Sources: ``"onnx"`` = onnxruntime 1.31 on x86-64 AVX2/FMA3
+(``canonqnn.tables.onnxruntime``).
+
+Pure numpy: this package imports neither TVM nor any model format.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import numpy as np
+
+from ..qparams import INT8_MAX, INT8_MIN, QParams
+from . import onnxruntime
+from .onnxruntime import NotEvaluable
+
+RUNTIMES: dict[str, ModuleType] = {"onnx": onnxruntime}
+CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)  # table row index i holds code i - 128
+
+
+def runtime(source: str) -> ModuleType:
+    if source not in RUNTIMES:
+        raise NotEvaluable(f"no table builder for source {source!r} (known: {sorted(RUNTIMES)})")
+    return RUNTIMES[source]
+
+
+def evaluates(source: str, op: str) -> bool:
+    """Whether ``source`` has an evaluator for the Relax op ``op``."""
+    return source in RUNTIMES and op in RUNTIMES[source].EVALUATORS
+
+
+def evaluate(source: str, op: str, args: list, attrs: dict) -> np.ndarray:
+    """The float32 result of Relax op ``op`` on numpy ``args`` as ``source`` computes it.
+
+    Raises ``NotEvaluable`` (with the reason) for ops or attributes the source has no kernel
+    for.
+    """
+    return runtime(source).evaluate(op, list(args), dict(attrs))
+
+
+def input_values(source: str, qp: QParams) -> np.ndarray:
+    """The 256 real values of the int8 codes -128..127 under per-tensor ``qp``, dequantized as
+    ``source`` dequantizes."""
+    return runtime(source).dequantize(CODES, qp.scalar_scale, qp.scalar_zp)
+
+
+def dequantize(source: str, q: np.ndarray, qp: QParams) -> np.ndarray:
+    """A quantized constant's real values (per tensor or along ``qp.axis``), as ``source``
+    dequantizes."""
+    q = np.asarray(q)
+    if qp.per_tensor:
+        return runtime(source).dequantize(q, qp.scalar_scale, qp.scalar_zp)
+    shape = [1] * q.ndim
+    shape[qp.axis] = -1
+    return runtime(source).dequantize(q, qp.scale.reshape(shape), qp.zero_point.reshape(shape))
+
+
+def quantize(source: str, values: np.ndarray, qp: QParams) -> np.ndarray:
+    """Float values to int8 under per-tensor ``qp``, as ``source`` quantizes.
+
+    uint8 tensors are held as int8 with zero point - 128; onnxruntime's DequantizeLinear and
+    QuantizeLinear only see ``q - zp`` and the bounds ``[qmin - zp, qmax - zp]``, which the
+    shift leaves unchanged, so the table of a uint8 model is the int8 table (measured).
+    """
+    q = runtime(source).quantize(values, qp.scalar_scale, qp.scalar_zp)
+    return q.astype(np.int8)
+
+
+def build(source: str, fn, in_qp: QParams, out_qp: QParams) -> np.ndarray:
+    """The int8[256] table of ``fn`` (float32 array -> float32 array) between ``in_qp`` and
+    ``out_qp``: entry i is the output for input code i - 128."""
+    return quantize(source, fn(input_values(source, in_qp)), out_qp)
+
+
+__all__ = ["CODES", "NotEvaluable", "RUNTIMES", "build", "dequantize", "evaluate", "evaluates",
+           "input_values", "quantize", "runtime"]

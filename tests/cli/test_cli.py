@@ -9,6 +9,8 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from _onnx_chains import qdq_layer_norm
+
 from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, main
 
 
@@ -73,11 +75,10 @@ def test_convert_build_run_keep_names_and_match_parity_inputs(tmp_path, quantize
 
 
 def test_float_island_is_reported_with_its_reason(tmp_path, capsys):
-    model = _qdq_model("ReduceMean", op_attrs={"axes": [1], "keepdims": 1})
-    assert main(["inspect", _save(model, tmp_path / "mean.onnx")]) == 0
+    assert main(["inspect", _save(qdq_layer_norm(), tmp_path / "ln.onnx")]) == 0
     text = capsys.readouterr().out
-    assert "float islands (1)" in text and "relax.mean" in text
-    assert "mean over axes [1] (only H, W of NCHW fold)" in text
+    assert "float islands (1)" in text and "relax.nn.layer_norm" in text
+    assert "layer normalization has no canonical int8 op" in text
 
 
 def test_parity_exit_status_is_zero_when_exact(tmp_path):

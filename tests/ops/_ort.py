@@ -175,3 +175,38 @@ def discriminating_accumulator(mult, alternatives, zp: int):
         return None
     candidates = acc[differs]
     return int(candidates[np.argmin(np.abs(candidates))])
+
+
+# ---------------------------------------------------------------- several ops, one build
+class MultiOp:
+    """``main(inputs...) = (call_0, call_1, ...)``: several canonical op calls in one module,
+    built once (inputs of any dtype: ``{name: (shape, dtype)}``)."""
+
+    def __init__(self, make: Callable[..., list], inputs: dict[str, tuple[tuple[int, ...], str]]):
+        bb = relax.BlockBuilder()
+        params = [relax.Var(name, _tvm.tensor_type(shape, dtype))
+                  for name, (shape, dtype) in inputs.items()]
+        with bb.function("main", params):
+            with bb.dataflow():
+                self.calls = list(make(*params))
+                outs = [bb.emit(call) for call in self.calls]
+                out = bb.emit_output(relax.Tuple(outs))
+            bb.emit_func_output(out)
+        self.mod = bb.get()
+        self.built = canonqnn.build(self.mod)
+
+    def references(self, **feeds: np.ndarray) -> list[np.ndarray]:
+        out = []
+        for call in self.calls:
+            args = [np.asarray(feeds[_tvm.var_name(a)]) if isinstance(a, relax.Var)
+                    else _tvm.const_value(a) for a in call.args]
+            out.append(np.asarray(lookup(call).run_reference(call, args)))
+        return out
+
+    def tvm(self, **feeds: np.ndarray) -> list[np.ndarray]:
+        result = self.built.run(feeds)
+        return [result[f"output_{i}"] for i in range(len(self.calls))]
+
+
+# bool graph inputs (Where conditions)
+_ONNX_TYPES.setdefault(np.dtype(np.bool_), TensorProto.BOOL)

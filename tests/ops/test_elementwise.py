@@ -1,5 +1,6 @@
-"""canonqnn.add / canonqnn.mul against onnxruntime QLinearAdd / QLinearMul (com.microsoft),
-their numpy references and their TVM legalizations: all three must be bit-identical.
+"""canonqnn.add / canonqnn.mul against onnxruntime QLinearAdd / QLinearMul (com.microsoft), and
+canonqnn.sub against onnxruntime's DequantizeLinear -> Sub -> QuantizeLinear; their numpy
+references and their TVM legalizations: all three must be bit-identical.
 
 uint8: ORT's uint8 kernels compute on the raw uint8 values; canonqnn gets the int8 data
 u - 128 with zero points - 128 and ``source_dtype="uint8"``, and its output + 128 must equal
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_node, scalar, to_int8
+from _ort import (F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_graph, run_node,
+                  scalar, to_int8)
+from onnx import helper
 
 from canonqnn.ops import REGISTRY, elementwise
 from canonqnn.ops.elementwise import a_is_span_scalar, fma_f32
@@ -248,3 +251,90 @@ def test_binary_activation_clamp_equals_clipping_onnxruntime_output(name):
     au, bu = rand_q(rng, (4, 64), np.uint8), rand_q(rng, (4, 64), np.uint8)
     out = check(name, au, bu, u_p, act=(u_p[5] - 128, 100), what=f"{name} uint8 clamp")
     assert (out == u_p[5]).any() and (out == 228).any()
+
+
+# ---------------------------------------------------------------- sub
+# onnxruntime has no quantized Sub: DQ -> Sub -> Q runs as DequantizeLinear, float Sub,
+# QuantizeLinear at every optimization level (no QDQ fusion takes it).
+SUB_SETS = {
+    # a contracted multiply-subtract (FMA) changes one of the 65536 results: the sweep pins it
+    "int8-fma": (0.24939146637916565, -88, 0.057707108557224274, 51, 0.11879263073205948, -37),
+    "int8-ties": (2.0 ** -5, 3, 3 * 2.0 ** -6, -7, 2.0 ** -5, 10),
+    "int8-saturating": (0.1, -20, 0.08, 5, 0.03, -3),
+    "uint8-fma": (0.24939146637916565, 40, 0.057707108557224274, 179, 0.11879263073205948, 91),
+    "uint8-ties": (2.0 ** -5, 131, 3 * 2.0 ** -6, 121, 2.0 ** -5, 138),
+}
+
+
+def ort_sub(a, b, p):
+    """DQ(a), DQ(b) -> Sub -> Q in onnxruntime, ``p`` in the stored dtype of a/b."""
+    sa, za, sb, zb, sc, zc = p
+    dt = a.dtype
+    consts = dict(sa=scalar(sa, F32), za=scalar(za, dt), sb=scalar(sb, F32), zb=scalar(zb, dt),
+                  sc=scalar(sc, F32), zc=scalar(zc, dt))
+    nodes = [helper.make_node("DequantizeLinear", ["A", "sa", "za"], ["a"]),
+             helper.make_node("DequantizeLinear", ["B", "sb", "zb"], ["b"]),
+             helper.make_node("Sub", ["a", "b"], ["d"]),
+             helper.make_node("QuantizeLinear", ["d", "sc", "zc"], ["Y"])]
+    return run_graph(nodes, dict(A=a, B=b), consts, dt)
+
+
+def canon_sub(a_shape, b_shape, p, uint8=False, act=(-128, 127)) -> SingleOp:
+    sa, za, sb, zb, sc, zc = p
+    o = 128 if uint8 else 0
+    qps = [QParams.make(s, z - o) for s, z in ((sa, za), (sb, zb), (sc, zc))]
+    return SingleOp(lambda x, y: elementwise.sub(x, y, *qps, act=act),
+                    {"a": a_shape, "b": b_shape})
+
+
+def check_sub(a, b, p, op=None, act=(-128, 127), what=""):
+    uint8 = a.dtype == np.uint8
+    op = op or canon_sub(a.shape, b.shape, p, uint8, act)
+    oracle = np.clip(ort_sub(a, b, p), act[0] + 128 * uint8, act[1] + 128 * uint8)
+    oracle = oracle.astype(a.dtype)
+    feeds = dict(a=to_int8(a), b=to_int8(b)) if uint8 else dict(a=a, b=b)
+    assert_bit_exact(to_int8(oracle) if uint8 else oracle, *op.both(**feeds), what)
+    return oracle
+
+
+def _sub_pre_rounding(a, b, p, fused):
+    sa, za, sb, zb, sc, zc = (F32(v) for v in p)
+    ra, rb = (a.astype(np.int32) - int(za)).astype(F32), (b.astype(np.int32) - int(zb)).astype(F32)
+    rb_real = (rb * sb).astype(F32)
+    d = fma_f32(ra, sa, -rb_real) if fused else ((ra * sa).astype(F32) - rb_real).astype(F32)
+    return (d / sc).astype(F32)
+
+
+@pytest.mark.parametrize("key", list(SUB_SETS))
+def test_sub_exhaustive_256x256_matches_onnxruntime_dequantize_sub_quantize(key):
+    p = SUB_SETS[key]
+    dtype = np.uint8 if key.startswith("uint8") else np.int8
+    vals = all_values(dtype)
+    row, col = vals.reshape(1, 256), vals.reshape(256, 1)
+    out = check_sub(row, col, p, what=f"{key} a[1,256] b[256,1]")
+    check_sub(col, row, p, what=f"{key} a[256,1] b[1,256]")
+    lo, hi = np.iinfo(dtype).min, np.iinfo(dtype).max
+    if key.endswith("fma"):
+        fused = np.clip(np.rint(_sub_pre_rounding(row, col, p, True)) + p[5], lo, hi)
+        assert np.any(fused != out)
+    if key.endswith("ties"):
+        assert count_ties(_sub_pre_rounding(row, col, p, False)) > 1000
+    if key.endswith("saturating"):
+        assert (out == lo).mean() > 0.1 and (out == hi).mean() > 0.1
+
+
+@pytest.mark.parametrize("name,key", [("scalar_b", "int8-fma"), ("per_channel_a_c11", "uint8-ties"),
+                                      ("leading_dims_b", "uint8-fma"),
+                                      ("both_broadcast", "int8-ties")])
+def test_sub_broadcasting_matches_onnxruntime(name, key):
+    dtype = np.uint8 if key.startswith("uint8") else np.int8
+    a, b = _bcast_data(np.random.default_rng(6), name, dtype)
+    check_sub(a, b, SUB_SETS[key], what=f"{key} {name}")
+
+
+def test_sub_activation_clamp_equals_clipping_onnxruntime_output():
+    p = SUB_SETS["int8-fma"]
+    rng = np.random.default_rng(7)
+    a, b = rand_q(rng, (4, 64)), rand_q(rng, (4, 64))
+    out = check_sub(a, b, p, act=(p[5], 100), what="relu-like clamp")
+    assert (out == p[5]).any() and (out == 100).any()

@@ -1,6 +1,7 @@
 """canonqnn.avg_pool2d / canonqnn.global_avg_pool2d against onnxruntime QLinearAveragePool /
-QLinearGlobalAveragePool (com.microsoft), their numpy references and their TVM legalizations:
-all three must be bit-identical.
+QLinearGlobalAveragePool (com.microsoft), canonqnn.reduce_mean against onnxruntime's
+DequantizeLinear -> ReduceMean -> QuantizeLinear; their numpy references and their TVM
+legalizations: all three must be bit-identical.
 
 uint8: ORT's QLinearAveragePool adds the uint8 zero point in float before rounding, so the
 canonical op needs ``source_dtype="uint8"`` (int8 data u - 128, zero points - 128). The global
@@ -11,7 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_node, scalar, to_int8
+from _ort import (F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_graph, run_node,
+                  scalar, to_int8)
+from onnx import helper
 
 from canonqnn.ops import pool
 from canonqnn.qparams import QParams
@@ -201,3 +204,160 @@ def test_global_avg_pool2d_scale_formula_matches_onnxruntime_at_rounding_boundar
     for alt in alternatives:
         wrong = np.clip(np.rint(alt) + zy, -128, 127)
         assert np.count_nonzero(wrong != oracle.ravel()) >= 2
+
+
+# ---------------------------------------------------------------- reduce_mean
+# onnxruntime runs DQ -> ReduceMean -> Q unfused: float32 dequantize, float ReduceMean (its
+# summation order depends on the merged reduced/kept shape), QuantizeLinear. ``summation``
+# is the order the case exercises (``pool.onnxruntime_summation`` must pick it).
+REDUCE_CASES = {
+    "last_axis_transformer": ((1, 197, 768), [2], "eigen_sse"),
+    "spatial_rows_of_49_every_alignment": ((1, 64, 7, 7), [2, 3], "eigen_sse"),
+    "all_axes": ((2, 3, 16, 21), [0, 1, 2, 3], "eigen_sse"),
+    "rows_too_short_for_a_packet": ((5, 6), [1], "eigen_sse"),
+    "channels_batch_4": ((4, 32, 8, 8), [1], "mlas_sgemm_m1"),
+    "channels_batch_2_k_not_multiple_of_4": ((2, 15, 7), [1], "mlas_sgemm_m1"),
+    "channels_batch_1": ((1, 16, 10, 10), [1], "sequential"),
+    "batch_axis": ((6, 1000), [0], "sequential"),
+    "outer_and_inner_axes": ((3, 16, 21), [0, 2], "eigen_sse_blocks"),
+    "interleaved_axes": ((1, 64, 7, 7), [1, 3], "sequential"),
+}
+
+
+def _reduce_nodes(out: str, keepdims: int):
+    return [helper.make_node("DequantizeLinear", ["X", "sx", "zx"], ["x"]),
+            helper.make_node("ReduceMean", ["x", "axes"], [out], keepdims=keepdims)]
+
+
+def ort_reduce_mean_float(x, sx, zx, axes):
+    consts = dict(sx=scalar(sx, F32), zx=scalar(zx, x.dtype), axes=np.array(axes, np.int64))
+    return run_graph(_reduce_nodes("Y", 1), dict(X=x), consts, np.float32, opset=18)
+
+
+def ort_reduce_mean(x, sx, zx, sy, zy, axes, keepdims=1):
+    consts = dict(sx=scalar(sx, F32), zx=scalar(zx, x.dtype), sy=scalar(sy, F32),
+                  zy=scalar(zy, x.dtype), axes=np.array(axes, np.int64))
+    nodes = _reduce_nodes("m", keepdims) + [
+        helper.make_node("QuantizeLinear", ["m", "sy", "zy"], ["Y"])]
+    return run_graph(nodes, dict(X=x), consts, x.dtype, opset=18)
+
+
+def cancelling(rng, shape, axes, zp, dtype=np.int8):
+    """Data whose real values cancel exactly over the reduced axes (pairs +v, -v around the
+    zero point, shuffled): the exact mean is 0, so a tiny output scale shows only the rounding
+    residue of the float sum, which depends on the order of the additions."""
+    kept = [i for i in range(len(shape)) if i not in axes]
+    n = int(np.prod([shape[a] for a in axes]))
+    info = np.iinfo(dtype)
+    reach = min(zp - info.min, info.max - zp)
+    rows = []
+    for _ in range(int(np.prod([shape[k] for k in kept]))):
+        half = rng.integers(1, reach + 1, n // 2) * rng.choice([-1, 1], n // 2)
+        rows.append(rng.permutation(np.concatenate([half, -half, np.zeros(n % 2, int)])) + zp)
+    data = np.array(rows).reshape([shape[k] for k in kept] + [shape[a] for a in axes])
+    return np.moveaxis(data, list(range(len(kept), len(shape))), axes).astype(dtype)
+
+
+@pytest.mark.parametrize("name", list(REDUCE_CASES))
+def test_reduce_mean_float_sum_order_matches_onnxruntime_bit_for_bit(name):
+    # the float32 means themselves (DQ -> ReduceMean with a float output), compared bitwise
+    shape, axes, summation = REDUCE_CASES[name]
+    assert pool.onnxruntime_summation(shape, axes) == summation
+    sx, zx = F32(0.0371), -3
+    x = rand_q(np.random.default_rng(8), shape)
+    oracle = ort_reduce_mean_float(x, sx, zx, axes)
+    xf = ((x.astype(np.int32) - zx).astype(F32) * sx).astype(F32)
+    mean = pool.float_mean(xf, axes, summation).reshape(oracle.shape)
+    assert np.array_equal(mean.view(np.uint32), oracle.view(np.uint32)), \
+        f"{np.count_nonzero(mean != oracle)}/{mean.size} float means differ"
+    if summation != "sequential" and name != "rows_too_short_for_a_packet":
+        sequential = pool.float_mean(xf, axes, "sequential").reshape(oracle.shape)
+        assert np.any(sequential != oracle)  # the order is really pinned
+
+
+@pytest.mark.parametrize("name", [n for n in REDUCE_CASES if n != "batch_axis"])
+def test_reduce_mean_matches_onnxruntime_on_rounding_residues(name):
+    shape, axes, _ = REDUCE_CASES[name]
+    rng = np.random.default_rng(9)
+    sx, zx, zy = F32(0.0371), 5, -2
+    sy = F32(sx * 2.0 ** -22)  # one output step is a few float32 ulps of the partial sums
+    keepdims = int(name.startswith("channels") or name == "all_axes")
+    op = SingleOp(lambda v: pool.reduce_mean(v, axes, keepdims, QParams.make(sx, zx),
+                                             QParams.make(sy, zy)), {"x": shape})
+    x = cancelling(rng, shape, axes, zx)
+    oracle = ort_reduce_mean(x, sx, zx, sy, zy, axes, keepdims)
+    assert_bit_exact(oracle, *op.both(x=x), name)
+    if np.prod([shape[a] for a in axes]) > 32:
+        # an exact (integer) sum gives the zero point everywhere: onnxruntime does not
+        assert np.count_nonzero(oracle != zy) > oracle.size // 2
+
+
+def test_reduce_mean_uint8_matches_onnxruntime():
+    shape, axes, _ = REDUCE_CASES["spatial_rows_of_49_every_alignment"]
+    sx, zx, sy, zy = F32(0.02), 140, F32(0.0071), 120
+    op = SingleOp(lambda v: pool.reduce_mean(v, axes, 0, QParams.make(sx, zx - 128),
+                                             QParams.make(sy, zy - 128)), {"x": shape})
+    for seed, data in ((1, "random"), (2, "cancelling")):
+        rng = np.random.default_rng(seed)
+        xu = (rand_q(rng, shape, np.uint8) if data == "random" else
+              cancelling(rng, shape, axes, zx, np.uint8))
+        oracle = ort_reduce_mean(xu, sx, zx, sy if data == "random" else F32(sx * 2.0 ** -22),
+                                 zy, axes, keepdims=0)
+        if data == "cancelling":
+            op = SingleOp(lambda v: pool.reduce_mean(
+                v, axes, 0, QParams.make(sx, zx - 128), QParams.make(F32(sx * 2.0 ** -22),
+                                                                     zy - 128)), {"x": shape})
+        assert_bit_exact(to_int8(oracle), *op.both(x=to_int8(xu)), data)
+
+
+def test_reduce_mean_activation_clamp_equals_clipping_onnxruntime_output():
+    shape, axes = (2, 8, 40), [2]
+    sx, zx, sy, zy = F32(0.05), 0, F32(0.002), -10
+    op = SingleOp(lambda v: pool.reduce_mean(v, axes, 1, QParams.make(sx, zx),
+                                             QParams.make(sy, zy), act=(zy, 100)), {"x": shape})
+    x = rand_q(np.random.default_rng(3), shape)
+    oracle = np.clip(ort_reduce_mean(x, sx, zx, sy, zy, axes), zy, 100)
+    assert (oracle == zy).any() and (oracle == 100).any()
+    assert_bit_exact(oracle, *op.both(x=x))
+
+
+@pytest.mark.parametrize("shape,axes,expected", [
+    ((1, 197, 768), [2], "eigen_sse"),          # KR
+    ((8, 3, 3), [0, 1, 2], "eigen_sse"),        # R: one row
+    ((1, 64, 7, 7), [1], "sequential"),         # KRK with one outer slice: generic loop
+    ((2, 64, 7, 7), [1], "mlas_sgemm_m1"),      # KRK: matrix product with a row of ones
+    ((6, 1000), [0], "sequential"),             # RK: row by row
+    ((2, 16, 6, 6), [0, 2, 3], "eigen_sse_blocks"),  # RKR: Eigen sums of blocks, added
+    ((8, 1, 100), [0, 2], "sequential"),        # RKR with a kept size of 1: generic loop
+    ((1, 8, 4, 4), [1, 3], "sequential"),       # not a fast pattern: generic loop
+])
+def test_onnxruntime_summation_follows_the_merged_shape(shape, axes, expected):
+    assert pool.onnxruntime_summation(shape, axes) == expected
+
+
+def test_reduce_mean_realistic_shapes_sweep_matches_onnxruntime_where_an_exact_sum_does_not():
+    # 40 parameter sets per shape and dtype, output scale x_scale times 1, 1/2, 1/4 (ties),
+    # 0.13, 0.77 or 0.3: the numpy reference against onnxruntime, and the integer-exact
+    # mean (rounded once) for comparison; the reference's legalization is checked above.
+    rng = np.random.default_rng(2024)
+    exact_sum_differs = 0
+    for shape, axes in [((1, 256, 14, 14), [2, 3]), ((4, 32, 8, 8), [2, 3]),
+                        ((1, 197, 768), [2]), ((4, 32, 8, 8), [1])]:
+        for dtype in (np.int8, np.uint8):
+            o = 128 if dtype == np.uint8 else 0
+            for _ in range(40):
+                x = rand_q(rng, shape, dtype)
+                sx = F32(rng.uniform(0.005, 0.1))
+                sy = F32(sx * rng.choice([1.0, 0.5, 0.25, 0.13, 0.77, 0.3]))
+                zx, zy = (int(rng.integers(-100, 100)) + o for _ in range(2))
+                oracle = ort_reduce_mean(x, sx, zx, sy, zy, axes)
+                a = dict(axes=axes, keepdims=True, x_scale=float(sx), x_zp=zx - o,
+                         out_scale=float(sy), out_zp=zy - o, act_min=-128, act_max=127,
+                         rounding="rne_f32", summation=pool.onnxruntime_summation(shape, axes))
+                ref = pool.REDUCE_MEAN.reference(to_int8(x) if o else x, **a)
+                assert np.array_equal(ref.astype(np.int32) + o, oracle.astype(np.int32))
+                acc = (x.astype(np.int64) - zx).sum(axis=tuple(axes), keepdims=True)
+                exact = np.rint(acc / np.prod([shape[i] for i in axes]) * (np.float64(sx) / sy))
+                exact_sum_differs += int(np.count_nonzero(
+                    np.clip(exact + zy, o - 128, o + 127) != oracle))
+    assert exact_sum_differs > 0

@@ -114,6 +114,74 @@ def conv_op(ctx, node, inputs, attrs):
     return [conv(ctx, x, w, b, attrs)]
 
 
+def _transpose_pads(attrs: dict, in_sizes, kernel, strides, dilations, output_padding):
+    """ConvTranspose ``(pads_begin, pads_end, output_padding)`` as onnxruntime derives them.
+
+    With ``output_shape`` or a SAME ``auto_pad`` the total padding is what trims the full
+    output ``(in - 1)*s + op + (k - 1)*d + 1`` to the requested size (``in * s`` for SAME); the
+    odd unit goes last for SAME_UPPER and first otherwise (the ONNX rule; onnxruntime 1.31
+    follows it, measured). An ``output_shape`` beyond the full size adds output padding.
+    Otherwise ``pads`` apply (VALID included, as in onnxruntime).
+    """
+    rank = len(in_sizes)
+    pads = list(attrs.get("pads", [0] * (2 * rank)))
+    if len(pads) != 2 * rank:
+        raise Unsupported(f"pads {pads} do not describe a {rank}-D window")
+    begin, end, out_pad = pads[:rank], pads[rank:], list(output_padding)
+    auto_pad = attrs.get("auto_pad", "NOTSET") or "NOTSET"
+    if auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        raise Unsupported(f"auto_pad {auto_pad!r} is not supported")
+    output_shape = list(attrs.get("output_shape", []))
+    if output_shape and len(output_shape) not in (rank, rank + 2):
+        raise Unsupported(f"output_shape {output_shape} does not match a {rank}-D input")
+    for i, (size, k, s, d) in enumerate(zip(in_sizes, kernel, strides, dilations)):
+        full = (size - 1) * s + out_pad[i] + (k - 1) * d + 1
+        if output_shape:
+            target = output_shape[i - rank]
+        elif auto_pad.startswith("SAME"):
+            target = size * s
+        else:
+            continue
+        total = max(full - target, 0)
+        out_pad[i] += max(target - full, 0)
+        head = total // 2 if auto_pad == "SAME_UPPER" else total - total // 2
+        begin[i], end[i] = head, total - head
+    return begin, end, out_pad
+
+
+def conv_transpose(ctx: ImportContext, x: Value, w: Value, b: Value | None, attrs: dict) -> Value:
+    """1-D and 2-D ConvTranspose (onnxruntime's CPU kernel has the same limit)."""
+    x_shape, w_shape = ctx.shape(x), ctx.shape(w)
+    rank = len(x_shape) - 2
+    if rank not in (1, 2) or len(w_shape) != rank + 2:
+        raise Unsupported(f"ConvTranspose on a rank-{len(x_shape)} input is not supported "
+                          "(1-D and 2-D only, as onnxruntime's CPU kernel)")
+    kernel = list(w_shape[2:])
+    if list(attrs.get("kernel_shape", kernel)) != kernel:
+        raise Unsupported("kernel_shape disagrees with the weight shape")
+    strides = list(attrs.get("strides", [1] * rank))
+    dilations = list(attrs.get("dilations", [1] * rank))
+    begin, end, out_pad = _transpose_pads(attrs, x_shape[2:], kernel, strides, dilations,
+                                          attrs.get("output_padding", [0] * rank))
+    if any(p >= s for p, s in zip(out_pad, strides)):
+        raise Unsupported(f"output padding {out_pad} not below the strides {strides} "
+                          "(Relax's conv transpose requires it)")
+    group = int(attrs.get("group", 1))
+    op = relax.op.nn.conv2d_transpose if rank == 2 else relax.op.nn.conv1d_transpose
+    y = ctx.emit(op(ctx.expr(x), ctx.expr(w), strides=strides, padding=begin + end,
+                    output_padding=out_pad, dilation=dilations, groups=group))
+    if b is not None:
+        bias_shape = (1, w_shape[1] * group) + (1,) * rank
+        y = ctx.emit(relax.op.add(y, ctx.emit(relax.op.reshape(ctx.expr(b), bias_shape))))
+    return Value(expr=y)
+
+
+@onnx_op("ConvTranspose")
+def conv_transpose_op(ctx, node, inputs, attrs):
+    x, w, b = (inputs + [None])[:3]
+    return [conv_transpose(ctx, x, w, b, attrs)]
+
+
 @onnx_op("MatMul")
 def matmul_op(ctx, node, inputs, attrs):
     return [matmul(ctx, inputs[0], inputs[1])]
@@ -156,4 +224,9 @@ def reduce_mean_op(ctx, node, inputs, attrs):
         axes = list(range(rank))
     axes = sorted(int(a) % rank for a in axes)
     keepdims = bool(attrs.get("keepdims", 1))
-    return [Value(expr=ctx.emit(relax.op.mean(ctx.expr(x), axis=axes, keepdims=keepdims)))]
+    # sum, then divide by the count: what onnxruntime computes, and distinct from the
+    # ``mean`` that GlobalAveragePool imports as (onnxruntime fuses that one into an integer
+    # pool, but runs ReduceMean in float)
+    total = ctx.emit(relax.op.sum(ctx.expr(x), axis=axes, keepdims=keepdims))
+    count = np.float32(np.prod([ctx.shape(x)[a] for a in axes]))
+    return [Value(expr=ctx.emit(relax.op.divide(total, relax.const(count))))]
