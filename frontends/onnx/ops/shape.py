@@ -41,7 +41,8 @@ def reshape_op(ctx, node, inputs, attrs):
 @onnx_op("Flatten", quantized="passthrough")
 def flatten_op(ctx, node, inputs, attrs):
     shape = ctx.shape(inputs[0])
-    axis = attrs.get("axis", 1) % (len(shape) or 1) if shape else 0
+    axis = attrs.get("axis", 1)
+    axis = axis + len(shape) if axis < 0 else axis  # axis == rank is allowed: [prod, 1]
     return [reshape_to(ctx, inputs[0], (int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))))]
 
 
