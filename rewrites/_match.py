@@ -95,21 +95,33 @@ def per_tensor_int8(parsed: QdqCall, what: str, at: Any) -> Decline | None:
 FULL_RANGE = (INT8_MIN, INT8_MAX)
 
 
+def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True):
+    """``(out, act, inner, y)`` for ``q([act](op(...)))`` rooted at ``call``: the int8 per-tensor
+    quantize ``out``, the relu/clip bounds ``act`` stripped from below it (when ``activation``),
+    the call ``inner`` to one of ``ops`` and the variable ``y`` bound to it; a Decline when the
+    float result has other users; None when the pattern is not there."""
+    out = output(call)
+    if out is None or out.qparams.dtype != "int8":
+        return None
+    y, act = strip_activation(ctx, out.operand) if activation else (out.operand, Activation())
+    inner = ctx.call(y, *ops)
+    if inner is None:
+        return None
+    if not ctx.single_use(y):
+        return Decline("the float result has other users", y)
+    return out, act, inner, y
+
+
 def unary_chain(ctx: Context, call: Any, op: str, *, activation: bool):
     """``(out, act, inner, x, at)`` for ``q([act](op(dq(x))))`` with per-tensor int8 ``x``;
     a Decline when the chain is there but cannot fold; None when it is not there.
 
     ``activation`` allows a relu/clip between ``op`` and the quantize; ``at`` is ``op``'s value.
     """
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    y, act = strip_activation(ctx, out.operand) if activation else (out.operand, Activation())
-    inner = ctx.call(y, op)
-    if inner is None:
-        return None
-    if not ctx.single_use(y):
-        return Decline("the float result has other users", y)
+    m = quantized_op(ctx, call, op, activation=activation)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, y = m
     x = dequantized(ctx, inner.args[0])
     if x is None:
         return Decline("input is not dequantized from int8", y)

@@ -9,26 +9,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from canonqnn import _tvm
 from canonqnn.ops import elementwise as ew
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, output, per_tensor_int8, strip_activation
+from ._match import dequantized, per_tensor_int8, quantized_op
 
 BINARY = {"relax.add": ew.ADD, "relax.multiply": ew.MUL, "relax.subtract": ew.SUB}
 
 
 def fold_binary(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    y, act = strip_activation(ctx, out.operand)
-    op = ctx.value(y)
-    canonical = BINARY.get(getattr(getattr(op, "op", None), "name", None))
-    if canonical is None:
-        return None
-    if not ctx.single_use(y):
-        return Decline("the float result has other users", y)
+    m = quantized_op(ctx, call, *BINARY)
+    if not isinstance(m, tuple):
+        return m
+    out, act, op, y = m
+    canonical = BINARY[_tvm.op_name(op)]
     a, b = dequantized(ctx, op.args[0]), dequantized(ctx, op.args[1])
     if a is None or b is None:
         return Decline("an operand is not dequantized from int8", y)

@@ -29,7 +29,8 @@ from canonqnn.qdq import QUANTIZE
 from canonqnn.qparams import quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, output, per_tensor_int8, strip_activation, unary_chain
+from ._match import (dequantized, output, per_tensor_int8, quantized_op, strip_activation,
+                     unary_chain)
 from .movement import _finish
 
 PAD, TAKE, SLICE = "relax.nn.pad", "relax.take", "relax.strided_slice"
@@ -61,15 +62,10 @@ def _pad_source(ctx: Context, operand: Any, at: Any):
 
 
 def fold_pad(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    y, act = strip_activation(ctx, out.operand)
-    inner = ctx.call(y, PAD)
-    if inner is None:
-        return None
-    if not ctx.single_use(y):
-        return Decline("the float result has other users", y)
+    m = quantized_op(ctx, call, PAD)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, y = m
     source = _pad_source(ctx, inner.args[0], y)
     if isinstance(source, Decline):
         return source

@@ -21,7 +21,7 @@ from canonqnn.qdq import QUANTIZE
 from canonqnn.qparams import QParams, quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import Activation, dequantized, output, per_tensor_int8, strip_activation
+from ._match import Activation, dequantized, per_tensor_int8, quantized_op
 from .movement import _finish
 
 EXTREMA = {"relax.maximum": (select.MAXIMUM, np.maximum),
@@ -74,15 +74,10 @@ def _clamp_with_scalar(op: str, q: int, bounds: tuple[int, int]) -> tuple[int, i
 
 
 def fold_extremum(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    y, act = strip_activation(ctx, out.operand)
-    inner = ctx.call(y, *EXTREMA)
-    if inner is None:
-        return None
-    if not ctx.single_use(y):
-        return Decline("the float result has other users", y)
+    m = quantized_op(ctx, call, *EXTREMA)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, y = m
     name = _tvm.op_name(inner)
     canonical, np_fn = EXTREMA[name]
     out_shape = _tvm.shape_of(inner)
@@ -150,15 +145,10 @@ def _where_branch(ctx: Context, expr: Any, other: Any, out, act: Activation, at,
 
 
 def fold_where(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
-        return None
-    y, act = strip_activation(ctx, out.operand)
-    inner = ctx.call(y, WHERE)
-    if inner is None:
-        return None
-    if not ctx.single_use(y):
-        return Decline("the float result has other users", y)
+    m = quantized_op(ctx, call, WHERE)
+    if not isinstance(m, tuple):
+        return m
+    out, act, inner, y = m
     cond, a_expr, b_expr = inner.args  # (Relax's where requires a bool condition)
     a = _where_branch(ctx, a_expr, b_expr, out, act, y, "X")
     b = _where_branch(ctx, b_expr, a_expr, out, act, y, "Y")
