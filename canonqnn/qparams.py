@@ -139,21 +139,62 @@ def accumulator_multiplier(
     return (m / np.float32(out_scale)).astype(np.float32).reshape(-1)
 
 
-def quantize_value(value: float, qp: QParams) -> int:
-    """Quantize one real number as ONNX QuantizeLinear does: RNE(value / scale) + zp, saturated."""
+def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
+    """Quantize one real number: ``round(f32(value / scale)) + zp``, saturated.
+
+    Ties go to even under ``rne_f32`` (ONNX QuantizeLinear) and away from zero under the Q31
+    roundings (TFLite's ``TfLiteRound``, which it also uses for activation bounds).
+    """
     s = np.float32(qp.scalar_scale)
-    q = np.rint(np.float32(np.float32(value) / s))
+    v = np.float32(np.float32(value) / s)
+    q = np.rint(v) if rounding == "rne_f32" else np.float32(np.sign(v) * np.floor(abs(v) + 0.5))
     if not math.isfinite(float(q)):
         return INT8_MAX if value > 0 else INT8_MIN
     return int(np.clip(q + qp.scalar_zp, INT8_MIN, INT8_MAX))
 
 
-def activation_bounds(lo: float | None, hi: float | None, qp: QParams) -> tuple[int, int]:
+def activation_bounds(lo: float | None, hi: float | None, qp: QParams,
+                      rounding: str = "rne_f32") -> tuple[int, int]:
     """Integer clamp ``[act_min, act_max]`` equal to clamping the real value to ``[lo, hi]``.
 
     Exact because quantization (division then RNE) is monotone: clamping before quantizing
     equals clamping the quantized value at the quantized bounds.
     """
-    act_min = INT8_MIN if lo is None else max(INT8_MIN, quantize_value(lo, qp))
-    act_max = INT8_MAX if hi is None else min(INT8_MAX, quantize_value(hi, qp))
+    act_min = INT8_MIN if lo is None else max(INT8_MIN, quantize_value(lo, qp, rounding))
+    act_max = INT8_MAX if hi is None else min(INT8_MAX, quantize_value(hi, qp, rounding))
     return act_min, act_max
+
+
+# ---------------------------------------------------------------- Q31 multipliers (TFLite)
+def quantize_multiplier(real: float, *, single_rounding: bool = False) -> tuple[int, int]:
+    """TFLite ``QuantizeMultiplier``: ``real = m * 2^(shift - 31)`` with ``m`` in [2^30, 2^31).
+
+    ``frexp`` then ``round(q * 2^31)`` with ties away from zero; a mantissa that rounds up to
+    2^31 is halved. Multipliers below 2^-32 become (0, 0). Single-rounding builds also cap the
+    shift at 30 (multiplier 2^31 - 1).
+    """
+    real = float(real)
+    if real == 0.0:
+        return 0, 0
+    q, shift = math.frexp(real)
+    q_fixed = int(math.floor(abs(q) * 2.0**31 + 0.5)) * (1 if q > 0 else -1)
+    if q_fixed == 2**31:
+        q_fixed //= 2
+        shift += 1
+    if shift < -31:
+        return 0, 0
+    if single_rounding and shift > 30:
+        return 2**31 - 1, 30
+    return q_fixed, shift
+
+
+def quantize_multipliers(reals, *, single_rounding: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """``quantize_multiplier`` over an array: (int32 multipliers, int32 shifts)."""
+    pairs = [quantize_multiplier(r, single_rounding=single_rounding)
+             for r in np.asarray(reals, np.float64).reshape(-1)]
+    return (np.array([m for m, _ in pairs], np.int32), np.array([s for _, s in pairs], np.int32))
+
+
+def f64(value) -> np.ndarray:
+    """A float32 scale widened to double, as TFLite widens ``params.scale`` before dividing."""
+    return np.asarray(value, np.float32).astype(np.float64)

@@ -17,7 +17,7 @@ from typing import Any
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
-from canonqnn.ops import lookup
+from canonqnn.ops import UnsupportedRounding, lookup
 from canonqnn.qdq import DEQUANTIZE, QUANTIZE, UINT8_ATTR
 
 MAX_ITERATIONS = 8
@@ -85,7 +85,7 @@ class Context:
     """What rules see: bindings (already rewritten), use counts, an emitter."""
 
     def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str],
-                 source: str = "onnx") -> None:
+                 source: str = "onnx", rounding: str = "rne_f32") -> None:
         self._mutator = mutator
         self._uses = uses
         self._uint8 = uint8_tensors
@@ -93,6 +93,8 @@ class Context:
         # The runtime whose arithmetic the canonical ops must reproduce ("onnx" = onnxruntime),
         # from the interface the frontend recorded; lookup tables are built the way it computes.
         self.source = source
+        # The rounding every canonical op this run builds must implement (the frontend's).
+        self.rounding = rounding
 
     def source_dtype(self, var: Any | None = None) -> str:
         """``"uint8"`` when the int8 tensor bound to ``var`` (default: the binding being
@@ -128,10 +130,10 @@ class Context:
 @relax.expr_functor.mutator
 class _PhaseMutator(relax.expr_functor.PyExprMutator):
     def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter,
-                 uint8_tensors: frozenset[str], source: str) -> None:
+                 uint8_tensors: frozenset[str], source: str, rounding: str) -> None:
         super().__init__(mod)
         self.rules = rules
-        self.ctx = Context(self, uses, uint8_tensors, source)
+        self.ctx = Context(self, uses, uint8_tensors, source, rounding)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
 
@@ -142,7 +144,10 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
     def visit_call_(self, call: Any) -> Any:
         call = self.visit_expr_post_order(call)
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
-            result = rule.fn(self.ctx, call)
+            try:
+                result = rule.fn(self.ctx, call)
+            except UnsupportedRounding as exc:  # the op exists, not with this source's rounding
+                result = Decline(str(exc), call.args[0] if call.args else None)
             if result is None:
                 continue
             if isinstance(result, Decline):
@@ -203,10 +208,12 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[
     fired = 0
     io = module_io(mod)
     source = io.source if io is not None else "onnx"
+    rounding = io.rounding if io is not None else "rne_f32"
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
-        mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func), source)
+        mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func), source,
+                                 rounding)
         new = mutator.visit_expr(func)
         mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)

@@ -56,10 +56,12 @@ class Activation:
 
     lo: float = -math.inf
     hi: float = math.inf
+    rounding: str = "rne_f32"  # how the source runtime quantizes the bounds
 
     def bounds(self, out_qp: QParams) -> tuple[int, int]:
         return activation_bounds(self.lo if math.isfinite(self.lo) else None,
-                                 self.hi if math.isfinite(self.hi) else None, out_qp)
+                                 self.hi if math.isfinite(self.hi) else None, out_qp,
+                                 self.rounding)
 
     @property
     def none(self) -> bool:
@@ -80,7 +82,7 @@ def strip_activation(ctx: Context, expr: Any) -> tuple[Any, Activation]:
         else:
             break
         expr = value.args[0]
-    return expr, Activation(lo, hi)
+    return expr, Activation(lo, hi, ctx.rounding)
 
 
 def per_tensor_int8(parsed: QdqCall, what: str, at: Any) -> Decline | None:
@@ -103,7 +105,8 @@ def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True):
     out = output(call)
     if out is None or out.qparams.dtype != "int8":
         return None
-    y, act = strip_activation(ctx, out.operand) if activation else (out.operand, Activation())
+    y, act = strip_activation(ctx, out.operand) if activation else \
+        (out.operand, Activation(rounding=ctx.rounding))
     inner = ctx.call(y, *ops)
     if inner is None:
         return None

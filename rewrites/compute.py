@@ -156,7 +156,8 @@ def fold_conv2d(ctx: Context, call: Any):
     return conv_ops.conv2d(
         x.operand, w.operand, bias, x.qparams, w.qparams, out.qparams,
         strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"],
-        act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127))
+        act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
+        rounding=ctx.rounding)
 
 
 TRANSPOSE_LAYOUTS = {CONV2D_T: ("NCHW", "IOHW"), CONV1D_T: ("NCW", "IOW")}
@@ -211,7 +212,7 @@ def fold_conv_transpose(ctx: Context, call: Any):
                         dilation=[1, d])
     result = conv_transpose_ops.conv2d_transpose(
         x_q, w_q, bias, x.qparams, w_qp, out.qparams, groups=groups,
-        act=act.bounds(out.qparams), **geometry)
+        act=act.bounds(out.qparams), rounding=ctx.rounding, **geometry)
     if op == CONV1D_T:
         return movement.reshape(ctx.emit(result), out_shape, out.qparams)
     return result
@@ -338,7 +339,7 @@ def fold_matmul(ctx: Context, call: Any):
     result = matmul_ops.matmul(
         a_q, b_q, bias, a.qparams, b_qp, out.qparams, alpha=alpha,
         act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
-        accumulate=_accumulation(ctx, a.operand, b.operand))
+        accumulate=_accumulation(ctx, a.operand, b.operand), rounding=ctx.rounding)
     if len(a_shape) == 1 or len(b_shape) == 1:
         result = ctx.emit(result)
         out_qp = out.qparams

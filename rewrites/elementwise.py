@@ -33,9 +33,10 @@ def fold_binary(ctx: Context, call: Any):
             return why
     bounds = act.bounds(out.qparams)
     if canonical is ew.SUB:
-        return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds)
+        return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
+                      rounding=ctx.rounding)
     return ew.binary(canonical, a.operand, b.operand, a.qparams, b.qparams, out.qparams,
-                     act=bounds, source_dtype=ctx.source_dtype())
+                     act=bounds, source_dtype=ctx.source_dtype(), rounding=ctx.rounding)
 
 
 RULES = (

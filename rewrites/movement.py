@@ -25,7 +25,7 @@ def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=FULL_RANGE):
     """``moved`` (int8, parameters ``in_qp``) re-expressed with ``out_qp``."""
     if in_qp.same_as(out_qp) and bounds == FULL_RANGE:
         return moved
-    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds)
+    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=ctx.rounding)
 
 
 def fold_reshape(ctx: Context, call: Any):
@@ -68,7 +68,7 @@ def fold_concat(ctx: Context, call: Any):
             return why
     axis = int(_tvm.attrs_dict(inner)["axis"]) % len(_tvm.shape_of(parts[0].operand))
     return movement.concat([p.operand for p in parts], [p.qparams for p in parts],
-                           out.qparams, axis)
+                           out.qparams, axis, rounding=ctx.rounding)
 
 
 def fold_requantize(ctx: Context, call: Any):

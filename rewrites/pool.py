@@ -48,11 +48,12 @@ def fold_avg_pool(ctx: Context, call: Any):
     bounds = act.bounds(out.qparams)
     _, _, h, w = _tvm.shape_of(x.operand)
     if list(a["pool_size"]) == [h, w] and not any(a["padding"]):
-        return pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, bounds)
+        return pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, bounds,
+                                      rounding=ctx.rounding)
     return pool.avg_pool2d(x.operand, x.qparams, out.qparams, pool_size=a["pool_size"],
                            strides=a["strides"], padding=a["padding"], ceil_mode=a["ceil_mode"],
                            count_include_pad=a["count_include_pad"], act=bounds,
-                           source_dtype=ctx.source_dtype())
+                           source_dtype=ctx.source_dtype(), rounding=ctx.rounding)
 
 
 def fold_mean(ctx: Context, call: Any):
@@ -64,7 +65,8 @@ def fold_mean(ctx: Context, call: Any):
     shape = _tvm.shape_of(x.operand)
     if len(shape) != 4 or sorted(int(i) % 4 for i in a["axis"]) != [2, 3]:
         return Decline(f"mean over axes {a['axis']} (only H, W of NCHW fold)", at)
-    pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, act.bounds(out.qparams))
+    pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, act.bounds(out.qparams),
+                                    rounding=ctx.rounding)
     if a["keepdims"]:
         return pooled
     return movement.reshape(ctx.emit(pooled), shape[:2], out.qparams)
@@ -96,7 +98,7 @@ def fold_reduce_mean(ctx: Context, call: Any):
             and float(_tvm.const_value(divisor)) == count):
         return Decline(f"sum divided by something other than its count {count:g}", y)
     return pool.reduce_mean(x.operand, axes, a["keepdims"], x.qparams, out.qparams,
-                            act=act.bounds(out.qparams))
+                            act=act.bounds(out.qparams), rounding=ctx.rounding)
 
 
 def fold_max_pool(ctx: Context, call: Any):
@@ -111,7 +113,8 @@ def fold_max_pool(ctx: Context, call: Any):
     bounds = act.bounds(out.qparams)
     if x.qparams.same_as(out.qparams) and bounds == (-128, 127):
         return pooled
-    return movement.requantize(ctx.emit(pooled), x.qparams, out.qparams, bounds)
+    return movement.requantize(ctx.emit(pooled), x.qparams, out.qparams, bounds,
+                               rounding=ctx.rounding)
 
 
 RULES = (

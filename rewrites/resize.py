@@ -52,7 +52,7 @@ def fold_resize(ctx: Context, call: Any):
         return geometry
     size = geometry.pop("size")
     return resize.resize2d(x.operand, size, x.qparams, out.qparams, **geometry,
-                           act=act.bounds(out.qparams))
+                           act=act.bounds(out.qparams), rounding=ctx.rounding)
 
 
 def fold_integer_resize(ctx: Context, call: Any):
@@ -88,7 +88,7 @@ def fold_integer_resize(ctx: Context, call: Any):
                        "and its layout optimizer picks one by context; folded only where the "
                        "weights are multiples of 1/256", at)
     return resize.resize2d(x.operand, size, x.qparams, out.qparams, **geometry,
-                           kernel="integer")
+                           kernel="integer", rounding=ctx.rounding)
 
 
 RULES = (

@@ -107,7 +107,8 @@ def fold_extremum(ctx: Context, call: Any):
     for i, (x, qp) in enumerate(rest):
         last = i == len(rest) - 1
         step = select.extremum(canonical, acc, x, acc_qp, qp, out.qparams,
-                               bounds if last else Activation().bounds(out.qparams))
+                               bounds if last else Activation(rounding=ctx.rounding).bounds(
+                                   out.qparams), rounding=ctx.rounding)
         acc, acc_qp = (step if last else ctx.emit(step)), out.qparams
     return acc
 
@@ -155,7 +156,8 @@ def fold_where(ctx: Context, call: Any):
     for parsed in (a, b):
         if isinstance(parsed, Decline):
             return parsed
-    return select.where(cond, a[0], b[0], a[1], b[1], out.qparams, act.bounds(out.qparams))
+    return select.where(cond, a[0], b[0], a[1], b[1], out.qparams, act.bounds(out.qparams),
+                        rounding=ctx.rounding)
 
 
 RULES = (

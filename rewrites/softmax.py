@@ -90,9 +90,11 @@ def fold_softmax(ctx: Context, call: Any):
         return Decline(UNFUSED + f"{source} input, {ctx.source_dtype()} output", at)
     if flat is None:
         axis = int(_tvm.attrs_dict(inner)["axis"])
-        return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source)
+        return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source,
+                                  rounding=ctx.rounding)
     rows = ctx.emit(movement.reshape(x.operand, _tvm.shape_of(flat), x.qparams))
-    y2d = ctx.emit(softmax_op.softmax(rows, x.qparams, out.qparams, 1, source_dtype=source))
+    y2d = ctx.emit(softmax_op.softmax(rows, x.qparams, out.qparams, 1, source_dtype=source,
+                                      rounding=ctx.rounding))
     return movement.reshape(y2d, _tvm.shape_of(x.operand), out.qparams)
 
 

@@ -2,8 +2,8 @@
 
 from . import (conv, conv_transpose, elementwise, indexing, lut, matmul, movement, pool, reduce,
                resize, select, softmax)
-from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, lookup
+from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, lookup
 
-__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "lookup", "conv", "conv_transpose",
+__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "UnsupportedRounding", "lookup", "conv", "conv_transpose",
            "elementwise", "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize",
            "select", "softmax"]

@@ -17,7 +17,7 @@ import numpy as np
 from .. import _tvm
 
 PREFIX = "relax.canonqnn."
-ROUNDINGS = ("rne_f32",)  # q31_double / q31_single arrive with the TFLite frontend
+ROUNDINGS = ("rne_f32", "q31_double", "q31_single")  # docs/spec.md, "Rounding modes"
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,8 @@ class CanonicalOp:
     reference: Callable[..., np.ndarray]
     constraints: str
     family: str = "compute"
+    # The rounding modes this op implements (a subset of ROUNDINGS, for ops that round).
+    roundings: tuple[str, ...] = ("rne_f32",)
     _op: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
@@ -50,6 +52,10 @@ class CanonicalOp:
             raise TypeError(f"{self.relax_name}: missing attrs {missing}, unexpected {extra}")
         if "rounding" in attrs and attrs["rounding"] not in ROUNDINGS:
             raise ValueError(f"{self.relax_name}: unknown rounding {attrs['rounding']!r}")
+        if "rounding" in attrs and attrs["rounding"] not in self.roundings:
+            raise UnsupportedRounding(
+                f"{self.relax_name} does not implement rounding {attrs['rounding']!r} "
+                f"(it implements {', '.join(self.roundings)})")
         if "act_min" in attrs and attrs["act_min"] > attrs["act_max"]:
             raise ValueError(f"{self.relax_name}: empty activation range "
                              f"[{attrs['act_min']}, {attrs['act_max']}]")
@@ -69,6 +75,10 @@ def _attr_value(value: Any) -> Any:
     if isinstance(value, (tuple, list, np.ndarray)):
         return [_attr_value(v) for v in value]
     return value
+
+
+class UnsupportedRounding(ValueError):
+    """A canonical op was asked for a rounding mode its legalization does not implement."""
 
 
 REGISTRY: dict[str, CanonicalOp] = {}

@@ -1,0 +1,201 @@
+"""Write TFLite flatbuffers from Python: quantized test and example models without TensorFlow.
+
+    g = GraphWriter()
+    x = g.tensor("x", (1, 8, 8, 3), "int8", scale=0.02, zero_point=-3)
+    w = g.tensor("w", (4, 3, 3, 3), "int8", data=weights, scale=w_scales, quantized_dimension=0)
+    ...
+    g.op("CONV_2D", [x, w, b], [y], padding="SAME", strideH=1, strideW=1)
+    data = g.finish(inputs=[x], outputs=[y])
+
+Option keyword names are the schema's field names (``strideH``, ``fusedActivationFunction``);
+enum values may be given by name (``padding="SAME"``, ``fusedActivationFunction="RELU6"``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import flatbuffers
+import numpy as np
+import tflite
+
+TENSOR_TYPES = {"float32": tflite.TensorType.FLOAT32, "int32": tflite.TensorType.INT32,
+                "uint8": tflite.TensorType.UINT8, "int64": tflite.TensorType.INT64,
+                "int16": tflite.TensorType.INT16, "int8": tflite.TensorType.INT8,
+                "bool": tflite.TensorType.BOOL}
+
+# Builtin operator -> its options table (None: the operator takes no options).
+OPTIONS = {
+    "ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
+    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
+    "FULLY_CONNECTED": "FullyConnectedOptions", "TRANSPOSE_CONV": "TransposeConvOptions",
+    "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
+    "MEAN": "ReducerOptions", "CONCATENATION": "ConcatenationOptions",
+    "RESHAPE": "ReshapeOptions", "SQUEEZE": "SqueezeOptions", "TRANSPOSE": "TransposeOptions",
+    "PAD": "PadOptions", "PADV2": "PadV2Options",
+    "RESIZE_BILINEAR": "ResizeBilinearOptions",
+    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
+    "SOFTMAX": "SoftmaxOptions", "LEAKY_RELU": "LeakyReluOptions", "GELU": "GeluOptions",
+    "HARD_SWISH": "HardSwishOptions", "QUANTIZE": "QuantizeOptions",
+    "DEQUANTIZE": "DequantizeOptions", "BATCH_MATMUL": "BatchMatMulOptions",
+    "STRIDED_SLICE": "StridedSliceOptions", "GATHER": "GatherOptions", "SPLIT": "SplitOptions",
+    "LOGISTIC": None, "TANH": None, "RELU": None, "RELU6": None,
+}
+_ENUMS = {"padding": tflite.Padding, "fusedActivationFunction": tflite.ActivationFunctionType}
+
+
+@dataclass
+class _Tensor:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    buffer: int
+    scale: np.ndarray | None
+    zero_point: np.ndarray | None
+    quantized_dimension: int
+
+
+class GraphWriter:
+    """One subgraph; tensors are referred to by the index ``tensor`` returns."""
+
+    def __init__(self) -> None:
+        self.tensors: list[_Tensor] = []
+        self.buffers: list[bytes] = [b""]  # buffer 0 is the empty sentinel
+        self.operators: list[tuple[str, list[int], list[int], dict[str, Any]]] = []
+
+    def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None,
+               scale=None, zero_point=None, quantized_dimension: int = 0) -> int:
+        buffer = 0
+        if data is not None:
+            array = np.ascontiguousarray(np.asarray(data, dtype).reshape(shape))
+            self.buffers.append(array.tobytes())
+            buffer = len(self.buffers) - 1
+        quant = scale is not None
+        if quant and zero_point is None:
+            zero_point = 0
+        self.tensors.append(_Tensor(
+            name, tuple(int(d) for d in shape), dtype, buffer,
+            np.atleast_1d(np.asarray(scale, np.float32)) if quant else None,
+            np.broadcast_to(np.atleast_1d(np.asarray(zero_point, np.int64)),
+                            np.atleast_1d(np.asarray(scale)).shape) if quant else None,
+            quantized_dimension))
+        return len(self.tensors) - 1
+
+    def op(self, kind: str, inputs: list[int], outputs: list[int], **options: Any) -> None:
+        if kind not in OPTIONS:
+            raise ValueError(f"GraphWriter: no options table known for {kind}")
+        self.operators.append((kind, list(inputs), list(outputs), options))
+
+    def finish(self, inputs: list[int], outputs: list[int], description: str = "canonqnn") \
+            -> bytes:
+        b = flatbuffers.Builder(1024)
+        codes = list(dict.fromkeys(kind for kind, *_ in self.operators))
+        tensors = [self._write_tensor(b, t) for t in self.tensors]
+        operators = [self._write_operator(b, codes.index(kind), kind, ins, outs, opts)
+                     for kind, ins, outs, opts in self.operators]
+        name = b.CreateString("main")
+        sub_tensors = _table_vector(b, tflite.SubGraphStartTensorsVector, tensors)
+        sub_ops = _table_vector(b, tflite.SubGraphStartOperatorsVector, operators)
+        sub_in = _int_vector(b, tflite.SubGraphStartInputsVector, inputs)
+        sub_out = _int_vector(b, tflite.SubGraphStartOutputsVector, outputs)
+        tflite.SubGraphStart(b)
+        tflite.SubGraphAddTensors(b, sub_tensors)
+        tflite.SubGraphAddInputs(b, sub_in)
+        tflite.SubGraphAddOutputs(b, sub_out)
+        tflite.SubGraphAddOperators(b, sub_ops)
+        tflite.SubGraphAddName(b, name)
+        subgraph = tflite.SubGraphEnd(b)
+
+        opcodes = []
+        for kind in codes:
+            code = getattr(tflite.BuiltinOperator, kind)
+            tflite.OperatorCodeStart(b)
+            tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
+            tflite.OperatorCodeAddBuiltinCode(b, code)
+            tflite.OperatorCodeAddVersion(b, 1)
+            opcodes.append(tflite.OperatorCodeEnd(b))
+        buffers = []
+        for data in self.buffers:
+            vec = b.CreateNumpyVector(np.frombuffer(data, np.uint8)) if data else None
+            tflite.BufferStart(b)
+            if vec is not None:
+                tflite.BufferAddData(b, vec)
+            buffers.append(tflite.BufferEnd(b))
+        desc = b.CreateString(description)
+        codes_vec = _table_vector(b, tflite.ModelStartOperatorCodesVector, opcodes)
+        subs_vec = _table_vector(b, tflite.ModelStartSubgraphsVector, [subgraph])
+        bufs_vec = _table_vector(b, tflite.ModelStartBuffersVector, buffers)
+        tflite.ModelStart(b)
+        tflite.ModelAddVersion(b, 3)
+        tflite.ModelAddOperatorCodes(b, codes_vec)
+        tflite.ModelAddSubgraphs(b, subs_vec)
+        tflite.ModelAddDescription(b, desc)
+        tflite.ModelAddBuffers(b, bufs_vec)
+        b.Finish(tflite.ModelEnd(b), file_identifier=b"TFL3")
+        return bytes(b.Output())
+
+    def _write_tensor(self, b: flatbuffers.Builder, t: _Tensor) -> int:
+        quant = None
+        if t.scale is not None:
+            scale = b.CreateNumpyVector(t.scale.astype(np.float32))
+            zp = b.CreateNumpyVector(np.asarray(t.zero_point, np.int64))
+            tflite.QuantizationParametersStart(b)
+            tflite.QuantizationParametersAddScale(b, scale)
+            tflite.QuantizationParametersAddZeroPoint(b, zp)
+            tflite.QuantizationParametersAddQuantizedDimension(b, t.quantized_dimension)
+            quant = tflite.QuantizationParametersEnd(b)
+        name = b.CreateString(t.name)
+        shape = b.CreateNumpyVector(np.asarray(t.shape, np.int32))
+        tflite.TensorStart(b)
+        tflite.TensorAddShape(b, shape)
+        tflite.TensorAddType(b, TENSOR_TYPES[t.dtype])
+        tflite.TensorAddBuffer(b, t.buffer)
+        tflite.TensorAddName(b, name)
+        if quant is not None:
+            tflite.TensorAddQuantization(b, quant)
+        return tflite.TensorEnd(b)
+
+    def _write_operator(self, b: flatbuffers.Builder, opcode: int, kind: str, inputs, outputs,
+                        options: dict[str, Any]) -> int:
+        table = OPTIONS[kind]
+        opts = _write_options(b, table, options) if table else None
+        if options and not table:
+            raise ValueError(f"{kind} takes no options, got {sorted(options)}")
+        ins = b.CreateNumpyVector(np.asarray(inputs, np.int32))
+        outs = b.CreateNumpyVector(np.asarray(outputs, np.int32))
+        tflite.OperatorStart(b)
+        tflite.OperatorAddOpcodeIndex(b, opcode)
+        tflite.OperatorAddInputs(b, ins)
+        tflite.OperatorAddOutputs(b, outs)
+        if opts is not None:
+            tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, table))
+            tflite.OperatorAddBuiltinOptions(b, opts)
+        return tflite.OperatorEnd(b)
+
+
+def _write_options(b: flatbuffers.Builder, table: str, options: dict[str, Any]) -> int:
+    vectors = {k: b.CreateNumpyVector(np.asarray(v, np.int32))
+               for k, v in options.items() if isinstance(v, (list, tuple))}
+    getattr(tflite, table + "Start")(b)
+    for key, value in options.items():
+        adder = getattr(tflite, f"{table}Add{key[0].upper()}{key[1:]}", None)
+        if adder is None:
+            raise ValueError(f"{table} has no field {key!r}")
+        if key in vectors:
+            value = vectors[key]
+        elif isinstance(value, str):
+            value = getattr(_ENUMS[key], value)
+        adder(b, value)
+    return getattr(tflite, table + "End")(b)
+
+
+def _table_vector(b: flatbuffers.Builder, start, offsets: list[int]) -> int:
+    start(b, len(offsets))
+    for off in reversed(offsets):
+        b.PrependUOffsetTRelative(off)
+    return b.EndVector()
+
+
+def _int_vector(b: flatbuffers.Builder, start, values: list[int]) -> int:
+    return b.CreateNumpyVector(np.asarray(values, np.int32))
