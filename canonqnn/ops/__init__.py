@@ -4,6 +4,6 @@ from . import (conv, conv_transpose, elementwise, indexing, lut, matmul, movemen
                resize, select, softmax)
 from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, lookup
 
-__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "UnsupportedRounding", "lookup", "conv", "conv_transpose",
-           "elementwise", "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize",
+__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "UnsupportedRounding", "lookup",
+           "conv", "conv_transpose", "elementwise", "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize",
            "select", "softmax"]
