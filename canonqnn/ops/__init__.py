@@ -5,5 +5,5 @@ from . import (conv, conv_transpose, elementwise, indexing, lut, matmul, movemen
 from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, lookup
 
 __all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "UnsupportedRounding", "lookup",
-           "conv", "conv_transpose", "elementwise", "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize",
-           "select", "softmax"]
+           "conv", "conv_transpose", "elementwise", "indexing", "lut", "matmul", "movement",
+           "pool", "reduce", "resize", "select", "softmax"]
