@@ -22,10 +22,37 @@ from .io import ModelIO, module_io
 ORT_CONFIG = {"session.qdqisint8allowed": "1", "session.x64quantprecision": "1"}
 
 
+def is_tflite(model: Any) -> bool:
+    """Whether ``model`` (path or bytes) is a TFLite flatbuffer (its ``TFL3`` identifier)."""
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        head = bytes(model[:8])
+    elif isinstance(model, (str, os.PathLike)) and os.path.isfile(model):
+        with open(model, "rb") as f:
+            head = f.read(8)
+    else:
+        return False
+    return head[4:8] == b"TFL3"
+
+
+def _tflite_frontend() -> Any:
+    try:
+        from .frontends import tflite
+    except ImportError as exc:
+        raise CanonqnnError(f"TFLite models need the tflite extra: pip install "
+                            f"'canonqnn[tflite]' ({exc})") from None
+    return tflite
+
+
 def load(model: Any, **options: Any) -> Any:
-    """A fake-quant module from an ONNX model, or a saved canonqnn module (``.json``)."""
+    """A fake-quant module from an ONNX or TFLite model, or a saved canonqnn module
+    (``.json``)."""
     if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
         return load_module(model)
+    if is_tflite(model):
+        if options:
+            raise CanonqnnError(f"options {sorted(options)} apply to ONNX models only (TFLite "
+                                "models have static shapes and constant parameters)")
+        return _tflite_frontend().load(model)
     from .frontends import onnx as onnx_frontend
 
     return onnx_frontend.load(model, **options)
@@ -50,7 +77,7 @@ def load_module(path: str | os.PathLike) -> Any:
 
 def canonical_module(model: Any, **options: Any) -> Any:
     """``model`` canonicalized: a Relax module is taken as it is, a saved module (``.json``)
-    as saved, and an ONNX model is imported and canonicalized."""
+    as saved, and an ONNX or TFLite model is imported and canonicalized."""
     if hasattr(model, "functions_items"):
         return model
     mod = load(model, **options)
@@ -109,6 +136,7 @@ class ParityResult:
             "target": self.target,
             "runs": self.runs,
             "exact": self.exact,
+            **self.extra,
         }
 
     def summary(self) -> str:
@@ -124,6 +152,10 @@ class ParityResult:
             lines += [f"  {i['op']}: {i['reason']}" for i in self.float_islands]
         else:
             lines.append("float islands: none")
+        for other in self.extra.get("also_compared", []):
+            lines.append(f"also compared (not the specification): {other['reference']}")
+            lines += [f"  output {o['name']}: exact {100 * o['exact_fraction']:.4f}%, max |diff| "
+                      f"{o['max_abs_diff']:g} LSB" for o in other["outputs"]]
         lines.append("PARITY: " + ("bit-exact" if self.exact else "DIFFERS"))
         return "\n".join(lines)
 
@@ -185,51 +217,114 @@ def _ir10(proto: Any) -> Any:
 
 def _compare(name: str, ref: np.ndarray, got: np.ndarray, lsb: float | None) -> tuple[int, float]:
     if ref.shape != got.shape:
-        raise ParityError(f"output {name!r}: shape {got.shape} differs from onnxruntime's "
-                          f"{ref.shape}")
+        raise ParityError(f"output {name!r}: shape {got.shape} differs from the source "
+                          f"runtime's {ref.shape}")
     diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
     if lsb:
         diff = diff / lsb
     return int(np.sum(ref == got)), float(diff.max()) if diff.size else 0.0
 
 
+@dataclass
+class SourceRuntime:
+    """A runtime the model's own numerics come from: ``run(feed)`` gives the outputs in the
+    order of the module's recorded outputs."""
+
+    description: str
+    run: Any
+
+
+def onnx_runtime(model: Any, io: ModelIO) -> SourceRuntime:
+    session, description = ort_session(model)
+    names = [o.name for o in io.outputs]
+    return SourceRuntime(description, lambda feed: session.run(names, feed))
+
+
+# The TFLite interpreter's op resolvers parity runs: the reference kernels are the
+# specification canonqnn reproduces; the optimized ones are reported beside them.
+TFLITE_RESOLVERS = (("BUILTIN_REF", "reference kernels"),
+                    ("BUILTIN_WITHOUT_DEFAULT_DELEGATES", "optimized kernels"),
+                    ("BUILTIN", "default: optimized kernels + XNNPACK delegate"))
+
+
+def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
+    try:
+        from ai_edge_litert import interpreter as litert
+    except ImportError:
+        raise ParityError("parity of TFLite models needs the TFLite interpreter: pip install "
+                          "'canonqnn[tflite]'") from None
+    if isinstance(model, (str, os.PathLike)):
+        with open(model, "rb") as f:
+            model = f.read()
+    runtimes = []
+    for resolver, what in TFLITE_RESOLVERS:
+        interp = litert.Interpreter(
+            model_content=bytes(model),
+            experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
+        interp.allocate_tensors()
+        runtimes.append(SourceRuntime(f"TFLite interpreter (ai-edge-litert), {what} "
+                                      f"(OpResolverType.{resolver})",
+                                      _interpreter_runner(interp, io)))
+    return runtimes
+
+
+def _interpreter_runner(interp: Any, io: ModelIO):
+    inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
+    outputs = {d["name"]: d["index"] for d in interp.get_output_details()}
+
+    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        for name, value in feed.items():
+            interp.set_tensor(inputs[name], np.ascontiguousarray(value))
+        interp.invoke()
+        return [interp.get_tensor(outputs[o.name]).copy() for o in io.outputs]
+
+    return run
+
+
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
            *, runs: int = 3, seed: int = 0, target: Any = None,
            input_shapes: dict[str, Any] | None = None) -> ParityResult:
-    """Run onnxruntime and the canonical TVM build on the same inputs and compare outputs.
+    """Run the source runtime and the canonical TVM build on the same inputs and compare.
 
+    The source runtime is onnxruntime for ONNX models and the TFLite interpreter's reference
+    kernels for TFLite models (its optimized kernels are compared too, in ``extra``).
     ``inputs``: one dict (or a list of dicts) keyed by input name; default ``runs`` seeded
     random inputs.
     """
     from .rewrites import canonicalize
 
-    session, reference = ort_session(model)
     mod, report = canonicalize(load(model, **({"input_shapes": input_shapes} if input_shapes
                                               else {})))
-    built = build(mod, target)
     io = module_io(mod)
     if io is None:
         raise CanonqnnError("module has no recorded interface")
+    runtimes = tflite_runtimes(model, io) if io.source == "tflite" else [onnx_runtime(model, io)]
+    built = build(mod, target)
     if inputs is None:
         feeds = [random_inputs(io, seed + i) for i in range(runs)]
     else:
         feeds = [inputs] if isinstance(inputs, dict) else list(inputs)
-    same = {o.name: 0 for o in io.outputs}
-    worst = {o.name: 0.0 for o in io.outputs}
+    same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
+    worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
     total = {o.name: 0 for o in io.outputs}
     for feed in feeds:
         got = built.run(feed)
-        refs = session.run([o.name for o in io.outputs], feed)
-        for info, ref in zip(io.outputs, refs):
-            n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
-            same[info.name] += n_same
-            total[info.name] += int(np.asarray(ref).size)
-            worst[info.name] = max(worst[info.name], max_diff)
-    outputs = [OutputParity(o.name, same[o.name] / max(total[o.name], 1), worst[o.name],
-                            total[o.name]) for o in io.outputs]
+        for k, runtime in enumerate(runtimes):
+            for info, ref in zip(io.outputs, runtime.run(feed)):
+                n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
+                same[k][info.name] += n_same
+                worst[k][info.name] = max(worst[k][info.name], max_diff)
+                if k == 0:
+                    total[info.name] += int(np.asarray(ref).size)
+    per_runtime = [[OutputParity(o.name, same[k][o.name] / max(total[o.name], 1),
+                                 worst[k][o.name], total[o.name]) for o in io.outputs]
+                   for k in range(len(runtimes))]
     islands = [{"op": i.op, "var": i.var, "reason": i.reason} for i in report.float_islands]
-    return ParityResult(outputs, dict(report.canonical_ops), islands, reference, built.target,
-                        len(feeds))
+    also = [{"reference": r.description, "outputs": [o.__dict__ for o in outs]}
+            for r, outs in zip(runtimes[1:], per_runtime[1:])]
+    return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
+                        runtimes[0].description, built.target, len(feeds),
+                        {"also_compared": also} if also else {})
 
 
 def to_json_text(result: ParityResult) -> str:

@@ -1,4 +1,21 @@
 """Model frontends: each turns a source format into the fake-quant (FQ) Relax form.
 
+    canonqnn.frontends.onnx.load("model.onnx")
+    canonqnn.frontends.tflite.load("model.tflite")    # the ``tflite`` extra
+
 Frontends use only the canonqnn core; they never emit canonical ops (only rewrites do).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+FORMATS = ("onnx", "tflite")
+
+
+def __getattr__(name: str) -> Any:
+    # Submodules load on first use: the TFLite one needs its optional packages.
+    if name in FORMATS:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

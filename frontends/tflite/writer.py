@@ -20,28 +20,8 @@ import flatbuffers
 import numpy as np
 import tflite
 
-TENSOR_TYPES = {"float32": tflite.TensorType.FLOAT32, "int32": tflite.TensorType.INT32,
-                "uint8": tflite.TensorType.UINT8, "int64": tflite.TensorType.INT64,
-                "int16": tflite.TensorType.INT16, "int8": tflite.TensorType.INT8,
-                "bool": tflite.TensorType.BOOL}
+from ._schema import OPTIONS, TENSOR_TYPES
 
-# Builtin operator -> its options table (None: the operator takes no options).
-OPTIONS = {
-    "ADD": "AddOptions", "SUB": "SubOptions", "MUL": "MulOptions",
-    "CONV_2D": "Conv2DOptions", "DEPTHWISE_CONV_2D": "DepthwiseConv2DOptions",
-    "FULLY_CONNECTED": "FullyConnectedOptions", "TRANSPOSE_CONV": "TransposeConvOptions",
-    "AVERAGE_POOL_2D": "Pool2DOptions", "MAX_POOL_2D": "Pool2DOptions",
-    "MEAN": "ReducerOptions", "CONCATENATION": "ConcatenationOptions",
-    "RESHAPE": "ReshapeOptions", "SQUEEZE": "SqueezeOptions", "TRANSPOSE": "TransposeOptions",
-    "PAD": "PadOptions", "PADV2": "PadV2Options",
-    "RESIZE_BILINEAR": "ResizeBilinearOptions",
-    "RESIZE_NEAREST_NEIGHBOR": "ResizeNearestNeighborOptions",
-    "SOFTMAX": "SoftmaxOptions", "LEAKY_RELU": "LeakyReluOptions", "GELU": "GeluOptions",
-    "HARD_SWISH": "HardSwishOptions", "QUANTIZE": "QuantizeOptions",
-    "DEQUANTIZE": "DequantizeOptions", "BATCH_MATMUL": "BatchMatMulOptions",
-    "STRIDED_SLICE": "StridedSliceOptions", "GATHER": "GatherOptions", "SPLIT": "SplitOptions",
-    "LOGISTIC": None, "TANH": None, "RELU": None, "RELU6": None,
-}
 _ENUMS = {"padding": tflite.Padding, "fusedActivationFunction": tflite.ActivationFunctionType}
 
 

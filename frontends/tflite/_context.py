@@ -1,0 +1,234 @@
+"""Converter registry and the per-import context of the TFLite frontend.
+
+A converter is ``fn(ctx, op, inputs, outputs) -> list[Value]`` registered with
+``@tflite_op("CONV_2D")``; ``inputs`` holds ``Value``s (None for omitted optional inputs) and
+``outputs`` the operator's output ``Tensor`` descriptions (shape, dtype, quantization).
+
+Layout: TFLite is NHWC; canonical ops are NCHW. A 4-D activation is held in NCHW
+(``Value.nchw``) from the first op that wants it so; ops whose meaning depends on the element
+order (reshape, fully connected, ...) get it back in NHWC. Every layout change of a quantized
+tensor is written as ``quantize(permute_dims(dequantize(x)))`` with the tensor's own parameters,
+which the rewrites fold into ``canonqnn.transpose``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from canonqnn import _tvm, qdq
+from canonqnn._tvm import relax
+from canonqnn.qparams import QParams, uint8_to_int8
+
+from .reader import Operator, Tensor
+
+TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
+QUANTIZED_DTYPES = ("int8", "uint8")
+
+
+class Unsupported(Exception):
+    """Raised by converters; the importer attaches the operator and collects all of them."""
+
+
+@dataclass
+class Value:
+    """One TFLite tensor as imported.
+
+    ``expr``: its Relax expression (int8 for quantized tensors, uint8 ones shifted by -128),
+    None for constants not yet materialized; ``const``: the numpy value of a constant (model
+    layout and dtype); ``qparams``: int8-normalized parameters of a quantized tensor; ``dtype``:
+    the model's dtype; ``nchw``: ``expr`` is the NCHW permutation of this 4-D NHWC tensor.
+    """
+
+    dtype: str
+    shape: tuple[int, ...]
+    expr: Any = None
+    const: np.ndarray | None = None
+    qparams: QParams | None = None
+    nchw: bool = False
+    dequantized_step: float | None = None  # a float output's quantization step (parity LSB)
+
+    @property
+    def quantized(self) -> bool:
+        return self.qparams is not None
+
+    @property
+    def layout_shape(self) -> tuple[int, ...]:
+        """The shape of ``expr``."""
+        return tuple(self.shape[i] for i in TO_NCHW) if self.nchw else self.shape
+
+
+def tensor_qparams(t: Tensor, axis: int | None = None) -> QParams | None:
+    """int8-normalized parameters of a quantized tensor (``axis`` overrides the per-channel
+    axis, for weights the frontend re-lays out)."""
+    if not t.quantized:
+        return None
+    zp = t.zero_point
+    per_tensor = t.scale.size == 1
+    if t.dtype == "uint8":
+        zp = uint8_to_int8(zp).astype(np.int64)
+    elif t.dtype != "int8" and t.dtype != "int32":
+        raise Unsupported(f"tensor {t.name!r} is quantized to {t.dtype}; canonqnn imports "
+                          "int8 and uint8 models")
+    dtype = "int32" if t.dtype == "int32" else "int8"
+    if per_tensor:
+        return QParams.make(t.scale.reshape(()), zp.reshape(()), None, dtype)
+    return QParams.make(t.scale, zp, t.quantized_dimension if axis is None else axis, dtype)
+
+
+Converter = Callable[["ImportContext", Operator, list, list], list]
+CONVERTERS: dict[str, Converter] = {}
+
+
+def tflite_op(*kinds: str) -> Callable[[Converter], Converter]:
+    def register(fn: Converter) -> Converter:
+        for kind in kinds:
+            CONVERTERS[kind] = fn
+        return fn
+
+    return register
+
+
+class ImportContext:
+    """What converters need: the block builder, layout conversion and the Q/DQ writers."""
+
+    def __init__(self, bb: Any) -> None:
+        self.bb = bb
+        self.op: Operator | None = None
+        self.uint8_vars: list[str] = []  # int8 variables holding shifted uint8 data
+
+    def emit(self, expr: Any, uint8: bool = False) -> Any:
+        if not uint8:
+            return self.bb.emit(expr)
+        base = f"u8_op{self.op.index}" if self.op is not None else "u8_input"
+        name, i = base, 1
+        while name in self.uint8_vars:
+            name, i = f"{base}_{i}", i + 1
+        self.uint8_vars.append(name)
+        return self.bb.emit(expr, name_hint=re.sub(r"[^A-Za-z0-9_]", "_", name))
+
+    # -------------------------------------------------------------- values
+    def expr(self, value: Value) -> Any:
+        """The Relax expression of ``value``, materializing constants (uint8 shifted)."""
+        if value.expr is None:
+            data = value.const
+            if value.dtype == "uint8" and value.quantized:
+                data = uint8_to_int8(data)
+            if value.nchw:
+                data = np.ascontiguousarray(data.transpose(TO_NCHW))
+            value.expr = _tvm.const(np.ascontiguousarray(data))
+        return value.expr
+
+    def dq(self, value: Value) -> Any:
+        """The float32 real values of a quantized tensor (its ``dequantize``)."""
+        if not value.quantized:
+            raise Unsupported(f"input of dtype {value.dtype} is not quantized; canonqnn imports "
+                              "quantized operators (float ones only at QUANTIZE/DEQUANTIZE)")
+        return self.emit(qdq.dequantize(self.expr(value), value.qparams))
+
+    def quantized(self, real: Any, out: Tensor, nchw: bool = False) -> Value:
+        """``real`` quantized to output tensor ``out``'s parameters."""
+        qp = tensor_qparams(out)
+        if qp is None or out.dtype not in QUANTIZED_DTYPES:
+            raise Unsupported(f"output {out.name!r} is {out.dtype}"
+                              f"{'' if qp is None else ' quantized'}; canonqnn imports int8 and "
+                              "uint8 operators")
+        if not qp.per_tensor:
+            raise Unsupported(f"output {out.name!r} is quantized per channel")
+        expr = self.emit(qdq.quantize(real, qp), uint8=out.dtype == "uint8")
+        value = Value(out.dtype, out.shape, expr, qparams=qp, nchw=nchw)
+        if value.layout_shape != _tvm.shape_of(expr):
+            raise Unsupported(f"computed shape {list(_tvm.shape_of(expr))} differs from the "
+                              f"model's output shape {list(out.shape)}")
+        return value
+
+    def requantized(self, value: Value, real: Any, nchw: bool, shape) -> Value:
+        """``real`` (computed from ``value``'s real values) quantized with ``value``'s own
+        parameters: exact data movement."""
+        expr = self.emit(qdq.quantize(real, value.qparams), uint8=value.dtype == "uint8")
+        return replace(value, expr=expr, const=None, nchw=nchw, shape=tuple(shape))
+
+    # -------------------------------------------------------------- layout
+    def as_nchw(self, value: Value) -> Value:
+        if value.nchw or len(value.shape) != 4:
+            return value
+        n, h, w, c = value.shape
+        if value.const is None and (c == 1 or h * w == 1):
+            return self._reshaped(value, value.shape, nchw=True)  # same element order
+        return self._relayout(value, True)
+
+    def as_rank4_nchw(self, value: Value) -> Value:
+        """A tensor of rank <= 4 broadcast as TFLite does (leading unit axes), held NCHW."""
+        if len(value.shape) < 4:
+            shape = (1,) * (4 - len(value.shape)) + tuple(value.shape)
+            if value.const is not None:
+                value = replace(value, const=value.const.reshape(shape), shape=shape, expr=None)
+            else:
+                value = self._reshaped(value, shape, nchw=False)
+        return self.as_nchw(value)
+
+    def as_nhwc(self, value: Value) -> Value:
+        """``value`` in the model's own element order (a no-op unless held NCHW)."""
+        if not value.nchw:
+            return value
+        n, h, w, c = value.shape
+        if value.const is None and (c == 1 or h * w == 1):
+            # The same elements in the same order: only the shape differs.
+            return self._reshaped(value, value.shape, nchw=False)
+        return self._relayout(value, False)
+
+    def _relayout(self, value: Value, nchw: bool) -> Value:
+        if value.const is not None:
+            return replace(value, expr=None, nchw=nchw)
+        axes = TO_NCHW if nchw else TO_NHWC
+        if value.quantized:
+            real = self.emit(relax.op.permute_dims(self.dq(value), axes))
+            return self.requantized(value, real, nchw, value.shape)
+        return replace(value, expr=self.emit(relax.op.permute_dims(self.expr(value), axes)),
+                       nchw=nchw)
+
+    def _reshaped(self, value: Value, shape, nchw: bool) -> Value:
+        target = tuple(shape[i] for i in TO_NCHW) if nchw else tuple(shape)
+        if value.quantized:
+            real = self.emit(relax.op.reshape(self.dq(value), target))
+            return self.requantized(value, real, nchw, shape)
+        return replace(value, expr=self.emit(relax.op.reshape(self.expr(value), target)),
+                       nchw=nchw, shape=tuple(shape))
+
+    def reshape(self, value: Value, shape) -> Value:
+        """``value`` with NHWC-order ``shape`` (RESHAPE's meaning)."""
+        value = self.as_nhwc(value)
+        if tuple(shape) == value.shape:
+            return value
+        if value.const is not None:
+            return replace(value, const=value.const.reshape(shape), shape=tuple(shape), expr=None)
+        return self._reshaped(value, shape, nchw=False)
+
+
+def constant(value: Value | None, what: str) -> np.ndarray:
+    if value is None or value.const is None:
+        raise Unsupported(f"{what} must be a constant tensor, not computed at run time")
+    return value.const
+
+
+def same_padding(size: int, kernel: int, stride: int, dilation: int = 1) -> tuple[int, int]:
+    """TFLite's SAME padding along one axis: ``(before, after)``, the odd pixel after."""
+    out = math.ceil(size / stride)
+    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
+
+
+def padding_2d(padding: str, hw, khw, strides, dilation=(1, 1)) -> list[int]:
+    """Relax ``(top, left, bottom, right)`` for TFLite padding ``SAME``/``VALID``."""
+    if padding == "VALID":
+        return [0, 0, 0, 0]
+    if padding != "SAME":
+        raise Unsupported(f"padding {padding}")
+    (t, b), (left, r) = (same_padding(s, k, st, d) for s, k, st, d in
+                         zip(hw, khw, strides, dilation))
+    return [t, left, b, r]

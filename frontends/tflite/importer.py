@@ -1,0 +1,129 @@
+"""TFLite model -> fake-quant Relax module (see docs/fq-form.md).
+
+The importer reads the flatbuffer, checks every operator has a converter (reporting all that do
+not at once), and converts the operators in order. Quantized tensors become int8 Relax values
+(uint8 ones shifted by -128, recorded in ``canonqnn.uint8_tensors``); 4-D activations are held
+NCHW inside the module while its interface keeps the model's NHWC shapes, names and dtypes.
+The module records ``source="tflite"`` and ``rounding="q31_double"``: TFLite's reference
+kernels requantize with Q31 fixed-point multipliers and two roundings, ties away from zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from canonqnn import _tvm, qdq
+from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
+from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
+
+from . import ops  # noqa: F401  (registers the converters)
+from ._context import CONVERTERS, ImportContext, Unsupported, Value, tensor_qparams
+from .reader import Model, read_model
+
+SOURCE, ROUNDING = "tflite", "q31_double"
+SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
+
+
+def _error(problems) -> UnsupportedError:
+    return UnsupportedError(problems, source="TFLite")
+
+
+def _prescan(model: Model) -> None:
+    problems = [(f"#{op.index}", op.kind, "operator is not supported by canonqnn")
+                for op in model.operators if op.kind not in CONVERTERS]
+    if problems:
+        raise _error(problems)
+
+
+def _input_info(model: Model, index: int) -> TensorInfo:
+    t = model.tensors[index]
+    if t.dtype not in SUPPORTED_INPUT_DTYPES:
+        raise _error([(t.name, "graph input", f"input dtype {t.dtype} is not supported")])
+    if any(d <= 0 for d in t.shape):
+        raise _error([(t.name, "graph input", f"shape {list(t.shape)} is not static")])
+    return TensorInfo(t.name, t.dtype, t.shape)
+
+
+def load(model: str | os.PathLike | bytes) -> Any:
+    """Import a TFLite model (path or bytes) into the fake-quant Relax form."""
+    m = read_model(model)
+    _prescan(m)
+    inputs = [_input_info(m, i) for i in m.inputs]
+    values: dict[int, Value] = {}
+    for t in m.tensors:
+        if t.data is not None:
+            values[t.index] = Value(t.dtype, t.shape, const=t.data, qparams=_qparams(t))
+
+    bb = _tvm.BlockBuilder()
+    params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
+    ctx = ImportContext(bb)
+    failure: CanonqnnError | None = None
+    with bb.function("main", params):
+        with bb.dataflow():
+            for index, info, param in zip(m.inputs, inputs, params):
+                t = m.tensors[index]
+                expr = param
+                if info.dtype == "uint8" and t.quantized:
+                    expr = ctx.emit(qdq.uint8_to_int8(param), uint8=True)
+                values[index] = Value(info.dtype, info.shape, expr, qparams=_qparams(t))
+            try:
+                _convert_operators(ctx, m, values)
+                outputs, out_infos = _outputs(ctx, m, values)
+            except CanonqnnError as exc:
+                failure, outputs = exc, [params[0] if params else _tvm.const(0)]
+            result = bb.emit_output(outputs[0] if len(outputs) == 1 else _tvm.relax.Tuple(outputs))
+        bb.emit_func_output(result)
+    if failure is not None:
+        raise failure
+    io = ModelIO(source=SOURCE, inputs=inputs, outputs=out_infos, rounding=ROUNDING)
+    mod = bb.get()
+    mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ctx.uint8_vars)
+    return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
+
+
+def _qparams(t):
+    try:
+        return tensor_qparams(t)
+    except Unsupported as exc:
+        raise _error([(t.name, "tensor", str(exc))]) from None
+
+
+def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value]) -> None:
+    for op in m.operators:
+        ctx.op = op
+        try:
+            inputs = []
+            for index in op.inputs:
+                if index >= 0 and index not in values:
+                    raise InvalidModelError(f"input tensor {m.tensors[index].name!r} is not "
+                                            "produced before this operator")
+                inputs.append(values[index] if index >= 0 else None)
+            outs = CONVERTERS[op.kind](ctx, op, inputs, [m.tensors[i] for i in op.outputs])
+        except Unsupported as exc:
+            raise _error([(op.label, op.kind, str(exc))]) from None
+        except CanonqnnError as exc:
+            raise type(exc)(f"operator {op.label} ({op.kind}): {exc}") from None
+        except Exception as exc:  # noqa: BLE001  (malformed operator: report, no traceback)
+            raise InvalidModelError(f"operator {op.label} ({op.kind}): cannot import: "
+                                    f"{type(exc).__name__}: {exc}") from None
+        for index, value in zip(op.outputs, outs):
+            values[index] = value
+    ctx.op = None
+
+
+def _outputs(ctx: ImportContext, m: Model, values: dict[int, Value]):
+    exprs, infos = [], []
+    for index in m.outputs:
+        t = m.tensors[index]
+        if index not in values:
+            raise InvalidModelError(f"graph output {t.name!r} is not produced by any operator")
+        value = ctx.as_nhwc(values[index])
+        expr = ctx.expr(value)
+        if value.dtype == "uint8" and value.quantized:
+            expr = ctx.emit(qdq.int8_to_uint8(expr))
+        lsb = 1.0 if value.quantized or value.dtype != "float32" else value.dequantized_step
+        infos.append(TensorInfo(t.name, _tvm.dtype_of(expr), _tvm.shape_of(expr), lsb))
+        exprs.append(expr)
+    return exprs, infos

@@ -1,0 +1,89 @@
+"""Activations: fused ones (a float relu/clip before the output quantize) and the
+LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6, RELU_N1_TO_1 and SOFTMAX operators.
+
+Each is written with the Relax op of the same meaning (HARD_SWISH as the same composite the
+ONNX frontend writes); the rewrites build its int8 table the way TFLite computes it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from canonqnn import _tvm
+from canonqnn._tvm import relax
+
+from .._context import ImportContext, Unsupported, tflite_op
+from .._schema import ACTIVATIONS
+
+CLAMPS = {"NONE": None, "RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
+HARD_SWISH_ALPHA, HARD_SWISH_BETA = float(np.float32(1.0 / 6.0)), 0.5
+
+
+def clamp(ctx: ImportContext, y, lo: float, hi: float | None):
+    if hi is None and lo == 0.0:
+        return ctx.emit(relax.op.nn.relu(y))
+    return ctx.emit(_tvm.clip_float(y, lo, np.inf if hi is None else hi))
+
+
+def fused_activation(ctx: ImportContext, y, code: int):
+    name = ACTIVATIONS.get(code, str(code))
+    if name not in CLAMPS:
+        raise Unsupported(f"fused activation {name} is not supported (NONE, RELU, RELU6 and "
+                          "RELU_N1_TO_1 are)")
+    bounds = CLAMPS[name]
+    return y if bounds is None else clamp(ctx, y, *bounds)
+
+
+def _unary(ctx, inputs, outputs, fn):
+    x = inputs[0]
+    return [ctx.quantized(fn(ctx.dq(x)), outputs[0], nchw=x.nchw)]
+
+
+@tflite_op("LOGISTIC")
+def logistic_op(ctx, op, inputs, outputs):
+    return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.sigmoid(x)))
+
+
+@tflite_op("TANH")
+def tanh_op(ctx, op, inputs, outputs):
+    return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.tanh(x)))
+
+
+@tflite_op("GELU")
+def gelu_op(ctx, op, inputs, outputs):
+    approximate = bool(op.options.Approximate()) if op.options is not None else False
+    fn = relax.op.nn.gelu_tanh if approximate else relax.op.nn.gelu
+    return _unary(ctx, inputs, outputs, lambda x: ctx.emit(fn(x)))
+
+
+@tflite_op("LEAKY_RELU")
+def leaky_relu_op(ctx, op, inputs, outputs):
+    alpha = float(np.float32(op.options.Alpha())) if op.options is not None else 0.2
+    return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.nn.leakyrelu(x, alpha)))
+
+
+@tflite_op("HARD_SWISH")
+def hard_swish_op(ctx, op, inputs, outputs):
+    def hard_swish(x):
+        gate = ctx.emit(relax.op.add(ctx.emit(relax.op.multiply(
+            x, _tvm.const(np.float32(HARD_SWISH_ALPHA)))), _tvm.const(np.float32(HARD_SWISH_BETA))))
+        return ctx.emit(relax.op.multiply(x, ctx.emit(_tvm.clip_float(gate, 0.0, 1.0))))
+
+    return _unary(ctx, inputs, outputs, hard_swish)
+
+
+@tflite_op("RELU", "RELU6", "RELU_N1_TO_1")
+def relu_op(ctx, op, inputs, outputs):
+    lo, hi = CLAMPS[op.kind]
+    return _unary(ctx, inputs, outputs, lambda x: clamp(ctx, x, lo, hi))
+
+
+@tflite_op("SOFTMAX")
+def softmax_op(ctx, op, inputs, outputs):
+    x = inputs[0]
+    beta = float(np.float32(op.options.Beta())) if op.options is not None else 1.0
+    axis = 1 if x.nchw else len(x.shape) - 1  # TFLite: the last (channel) axis
+    real = ctx.dq(x)
+    if beta != 1.0:
+        real = ctx.emit(relax.op.multiply(real, _tvm.const(np.float32(beta))))
+    return [ctx.quantized(ctx.emit(relax.op.nn.softmax(real, axis)), outputs[0], nchw=x.nchw)]

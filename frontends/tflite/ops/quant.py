@@ -1,0 +1,33 @@
+"""QUANTIZE and DEQUANTIZE: requantization inside the graph, conversions at its edges."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from canonqnn import qdq
+
+from .._context import QUANTIZED_DTYPES, Unsupported, Value, tensor_qparams, tflite_op
+
+
+@tflite_op("QUANTIZE")
+def quantize_op(ctx, op, inputs, outputs):
+    x, out = inputs[0], outputs[0]
+    if x.quantized:
+        return [ctx.quantized(ctx.dq(x), out, nchw=x.nchw)]
+    if x.dtype != "float32":
+        raise Unsupported(f"QUANTIZE of a {x.dtype} tensor")
+    qp = tensor_qparams(out)
+    if qp is None or out.dtype not in QUANTIZED_DTYPES or not qp.per_tensor:
+        raise Unsupported(f"QUANTIZE to {out.dtype} (int8 or uint8 per tensor required)")
+    expr = ctx.emit(qdq.quantize(ctx.expr(x), qp), uint8=out.dtype == "uint8")
+    return [Value(out.dtype, out.shape, expr, qparams=qp, nchw=x.nchw)]
+
+
+@tflite_op("DEQUANTIZE")
+def dequantize_op(ctx, op, inputs, outputs):
+    x = inputs[0]
+    if not x.quantized or x.dtype not in QUANTIZED_DTYPES:
+        raise Unsupported(f"DEQUANTIZE of a {x.dtype} tensor (float16 weights are not "
+                          "supported)")
+    step = x.qparams.scalar_scale if x.qparams.per_tensor else None
+    return [replace(Value("float32", x.shape, ctx.dq(x), nchw=x.nchw), dequantized_step=step)]
