@@ -202,6 +202,9 @@ class ImportContext:
 
     def reshape(self, value: Value, shape) -> Value:
         """``value`` with NHWC-order ``shape`` (RESHAPE's meaning)."""
+        if value.nchw and value.const is None and (value.shape[3] == 1 or
+                                                   value.shape[1] * value.shape[2] == 1):
+            return self._reshaped(value, shape, nchw=False)  # same element order: one reshape
         value = self.as_nhwc(value)
         if tuple(shape) == value.shape:
             return value

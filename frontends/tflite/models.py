@@ -1,0 +1,258 @@
+"""Quantized TFLite networks written in code (no TensorFlow): test and example models.
+
+    data = mobilenet_v1(alpha=0.25, size=96)          # bytes of a .tflite flatbuffer
+    data = mobilenet_v2(size=96, dtype="uint8")
+    data = classifier()
+
+Weights are seeded random (He-scaled), int8 symmetric per channel (uint8 models: per tensor,
+asymmetric, as old quantized MobileNets). Activation scales and zero points are calibrated: the
+network is built, run by the TFLite interpreter (reference kernels) on seeded inputs with every
+tensor kept, each activation's observed range refitted, and the network rebuilt, a few times.
+Calibration needs the interpreter (``ai-edge-litert``, in the tflite extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from .writer import GraphWriter
+
+CALIBRATION_ROUNDS = 4
+FIXED_OUTPUTS = {"SOFTMAX": (1 / 256, -128), "LOGISTIC": (1 / 256, -128)}
+
+
+class Net:
+    """A network being written: activations get the calibrated parameters of their name."""
+
+    def __init__(self, dtype: str, qparams: dict[str, tuple[float, int]], seed: int) -> None:
+        self.g = GraphWriter()
+        self.dtype = dtype
+        self.qparams = qparams
+        self.rng = np.random.default_rng(seed)
+        self.shapes: dict[int, tuple[int, ...]] = {}
+        self.scales: dict[int, float] = {}
+        self.activations: list[str] = []
+        self.count = 0
+
+    # -------------------------------------------------------------- tensors
+    def activation(self, name: str, shape, fixed: tuple[float, int] | None = None) -> int:
+        offset = 128 if self.dtype == "uint8" else 0
+        scale, zp = fixed or self.qparams.get(name, (0.05, 0))
+        if fixed is not None:
+            zp += offset
+        elif name not in self.qparams:
+            zp = offset
+        index = self.g.tensor(name, shape, self.dtype, scale=scale, zero_point=zp)
+        self.shapes[index], self.scales[index] = tuple(shape), float(np.float32(scale))
+        if fixed is None:
+            self.activations.append(name)
+        return index
+
+    def _name(self, kind: str) -> str:
+        self.count += 1
+        return f"{kind}_{self.count}"
+
+    def _weights(self, name: str, shape, fan_in: int, axis: int, per_channel: bool = True):
+        """The weight tensor and its per-output-channel scales (repeated when per tensor)."""
+        w = self.rng.standard_normal(shape).astype(np.float32) * np.sqrt(2.0 / fan_in)
+        if self.dtype == "uint8":
+            lo, hi = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
+            scale = np.float32((hi - lo) / 255)
+            zp = int(np.clip(round(-lo / scale), 0, 255))
+            q = np.clip(np.round(w / scale) + zp, 0, 255).astype(np.uint8)
+            return self.g.tensor(name, shape, "uint8", q, scale, zp), np.full(
+                shape[axis], scale, np.float32)
+        moved = np.abs(np.moveaxis(w, axis, 0).reshape(shape[axis], -1))
+        scale = (moved.max(axis=1) if per_channel else np.full(shape[axis], moved.max())) / 127
+        scale = scale.astype(np.float32)
+        bshape = [1] * len(shape)
+        bshape[axis] = -1
+        q = np.clip(np.round(w / scale.reshape(bshape)), -127, 127).astype(np.int8)
+        stored = scale if per_channel else scale[:1]
+        return self.g.tensor(name, shape, "int8", q, stored, np.zeros(stored.size, np.int64),
+                             quantized_dimension=axis), scale
+
+    def _bias(self, name: str, x: int, w_scale: np.ndarray) -> int:
+        b_scale = (np.float32(self.scales[x]) * w_scale).astype(np.float32)
+        b = self.rng.standard_normal(w_scale.size).astype(np.float32) * 0.1
+        q = np.round(b / b_scale).astype(np.int32)
+        stored = b_scale[:1] if np.all(b_scale == b_scale[0]) else b_scale  # per tensor
+        return self.g.tensor(name, (w_scale.size,), "int32", q, stored,
+                             np.zeros(stored.size, np.int64))
+
+    # -------------------------------------------------------------- layers
+    def conv(self, x: int, cout: int, k: int = 1, stride: int = 1, act: str = "RELU6",
+             depthwise: bool = False) -> int:
+        n, h, w, c = self.shapes[x]
+        name = self._name("dwconv" if depthwise else "conv")
+        if depthwise:
+            wt, ws = self._weights(name + "_w", (1, k, k, c * (cout // c)), k * k, 3)
+        else:
+            wt, ws = self._weights(name + "_w", (cout, k, k, c), k * k * c, 0)
+        b = self._bias(name + "_b", x, ws)
+        oh, ow = -(-h // stride), -(-w // stride)
+        y = self.activation(name, (n, oh, ow, cout))
+        options = dict(padding="SAME", strideH=stride, strideW=stride,
+                       fusedActivationFunction=act, dilationHFactor=1, dilationWFactor=1)
+        if depthwise:
+            options["depthMultiplier"] = cout // c
+        self.g.op("DEPTHWISE_CONV_2D" if depthwise else "CONV_2D", [x, wt, b], [y], **options)
+        return y
+
+    def fully_connected(self, x: int, units: int, act: str = "NONE") -> int:
+        shape = self.shapes[x]
+        k = shape[-1]
+        name = self._name("fc")
+        # per-tensor weights, as TFLite's converter writes fully connected layers
+        wt, ws = self._weights(name + "_w", (units, k), k, 0, per_channel=False)
+        b = self._bias(name + "_b", x, ws)
+        y = self.activation(name, (*shape[:-1], units))
+        self.g.op("FULLY_CONNECTED", [x, wt, b], [y], fusedActivationFunction=act)
+        return y
+
+    def add(self, a: int, b: int) -> int:
+        y = self.activation(self._name("add"), self.shapes[a])
+        self.g.op("ADD", [a, b], [y], fusedActivationFunction="NONE")
+        return y
+
+    def average_pool(self, x: int) -> int:
+        n, h, w, c = self.shapes[x]
+        y = self.activation(self._name("avgpool"), (n, 1, 1, c))
+        self.g.op("AVERAGE_POOL_2D", [x], [y], padding="VALID", strideH=1, strideW=1,
+                  filterHeight=h, filterWidth=w, fusedActivationFunction="NONE")
+        return y
+
+    def mean_hw(self, x: int) -> int:
+        n, h, w, c = self.shapes[x]
+        axes = self.g.tensor(self._name("axes"), (2,), "int32", np.array([1, 2], np.int32))
+        y = self.activation(self._name("mean"), (n, c))
+        self.g.op("MEAN", [x, axes], [y], keepDims=False)
+        return y
+
+    def reshape(self, x: int, shape) -> int:
+        scale, zp = self.g.tensors[x].scale, self.g.tensors[x].zero_point
+        name = self._name("reshape")
+        target = self.g.tensor(name + "_shape", (len(shape),), "int32",
+                               np.asarray(shape, np.int32))
+        y = self.g.tensor(name, shape, self.dtype, scale=scale, zero_point=zp)
+        self.shapes[y], self.scales[y] = tuple(shape), self.scales[x]
+        self.g.op("RESHAPE", [x, target], [y], newShape=list(shape))
+        return y
+
+    def softmax(self, x: int) -> int:
+        y = self.activation(self._name("softmax"), self.shapes[x], FIXED_OUTPUTS["SOFTMAX"])
+        self.g.op("SOFTMAX", [x], [y], beta=1.0)
+        return y
+
+
+def _calibrated(write: Callable[[Net], tuple[list[int], list[int]]], dtype: str, seed: int,
+                input_shape: tuple[int, ...]) -> bytes:
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    qparams: dict[str, tuple[float, int]] = {}
+    rng = np.random.default_rng(seed + 1)
+    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    feeds = [rng.integers(lo, hi + 1, input_shape).astype(dtype) for _ in range(2)]
+    for _ in range(CALIBRATION_ROUNDS):
+        net = Net(dtype, qparams, seed)
+        inputs, outputs = write(net)
+        data = net.g.finish(inputs, outputs)
+        interp = Interpreter(model_content=data, experimental_preserve_all_tensors=True,
+                             experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+        interp.allocate_tensors()
+        observed: dict[str, list[float]] = {}
+        for feed in feeds:
+            interp.set_tensor(interp.get_input_details()[0]["index"], feed)
+            interp.invoke()
+            for d in interp.get_tensor_details():
+                if d["name"] not in net.activations:
+                    continue
+                scale, zp = d["quantization"]
+                q = interp.get_tensor(d["index"]).astype(np.float64)
+                real = (q - zp) * scale
+                saturated = np.mean((q <= lo) | (q >= hi)) > 0.01
+                span = (real.min(), real.max())
+                if saturated:
+                    span = (span[0] * 2, span[1] * 2)
+                prev = observed.get(d["name"], [0.0, 0.0])
+                observed[d["name"]] = [min(prev[0], span[0]), max(prev[1], span[1])]
+        qparams = {name: _fit(lo_r, hi_r, dtype) for name, (lo_r, hi_r) in observed.items()}
+    return data
+
+
+def _fit(lo: float, hi: float, dtype: str) -> tuple[float, int]:
+    lo, hi = min(lo, 0.0) * 1.1, max(hi, 0.0) * 1.1
+    scale = float(np.float32(max(hi - lo, 1e-3) / 255))
+    qmin = 0 if dtype == "uint8" else -128
+    zp = int(np.clip(round(qmin - lo / scale), qmin, qmin + 255))
+    return scale, zp
+
+
+def mobilenet_v1(alpha: float = 0.25, size: int = 96, num_classes: int = 16,
+                 dtype: str = "int8", seed: int = 0) -> bytes:
+    """MobileNet-V1: conv 3x3/2, 13 depthwise-separable blocks, global average pool, 1x1 conv
+    logits, reshape, softmax (the layout of ``mobilenet_v1_{alpha}_{size}_quant``)."""
+    blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1),
+              (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1)]
+
+    def write(net: Net):
+        x = net.activation("input", (1, size, size, 3))
+        y = net.conv(x, max(8, int(32 * alpha)), 3, 2)
+        for channels, stride in blocks:
+            c = net.shapes[y][3]
+            y = net.conv(y, c, 3, stride, depthwise=True)
+            y = net.conv(y, max(8, int(channels * alpha)), 1, 1)
+        y = net.average_pool(y)
+        y = net.conv(y, num_classes, 1, 1, act="NONE")
+        y = net.reshape(y, (1, num_classes))
+        return [x], [net.softmax(y)]
+
+    return _calibrated(write, dtype, seed, (1, size, size, 3))
+
+
+def mobilenet_v2(alpha: float = 0.35, size: int = 96, num_classes: int = 16,
+                 dtype: str = "int8", seed: int = 0) -> bytes:
+    """A shortened MobileNet-V2: inverted residual blocks (1x1 expand + RELU6, depthwise 3x3 +
+    RELU6, linear 1x1 projection, residual ADD where shapes allow), 1x1 conv, mean over H and
+    W, fully connected logits, softmax."""
+    blocks = [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 2, 2), (6, 64, 2, 2), (6, 96, 1, 1)]
+
+    def write(net: Net):
+        x = net.activation("input", (1, size, size, 3))
+        y = net.conv(x, max(8, int(32 * alpha)), 3, 2)
+        for t, c, n, s in blocks:
+            out_c = max(8, int(c * alpha))
+            for i in range(n):
+                stride = s if i == 0 else 1
+                in_c = net.shapes[y][3]
+                h = net.conv(y, in_c * t, 1, 1) if t != 1 else y
+                h = net.conv(h, in_c * t, 3, stride, depthwise=True)
+                h = net.conv(h, out_c, 1, 1, act="NONE")
+                y = net.add(y, h) if stride == 1 and in_c == out_c else h
+        y = net.conv(y, max(8, int(320 * alpha)), 1, 1)
+        y = net.mean_hw(y)
+        y = net.fully_connected(y, num_classes)
+        return [x], [net.softmax(y)]
+
+    return _calibrated(write, dtype, seed, (1, size, size, 3))
+
+
+def classifier(features: int = 64, hidden: tuple[int, ...] = (128, 64), num_classes: int = 10,
+               dtype: str = "int8", seed: int = 0) -> bytes:
+    """Fully connected layers with RELU, then logits and softmax."""
+
+    def write(net: Net):
+        x = net.activation("input", (1, features))
+        y = x
+        for units in hidden:
+            y = net.fully_connected(y, units, act="RELU")
+        y = net.fully_connected(y, num_classes)
+        return [x], [net.softmax(y)]
+
+    return _calibrated(write, dtype, seed, (1, features))
+
+
+ARCHITECTURES = {"mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2,
+                 "classifier": classifier}
