@@ -257,14 +257,20 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
         with open(model, "rb") as f:
             model = f.read()
     runtimes = []
-    for resolver, what in TFLITE_RESOLVERS:
-        interp = litert.Interpreter(
-            model_content=bytes(model),
-            experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
-        interp.allocate_tensors()
-        runtimes.append(SourceRuntime(f"TFLite interpreter (ai-edge-litert), {what} "
-                                      f"(OpResolverType.{resolver})",
-                                      _interpreter_runner(interp, io)))
+    for k, (resolver, what) in enumerate(TFLITE_RESOLVERS):
+        description = f"TFLite interpreter (ai-edge-litert), {what} (OpResolverType.{resolver})"
+        try:
+            interp = litert.Interpreter(
+                model_content=bytes(model),
+                experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
+            interp.allocate_tensors()
+        except (RuntimeError, ValueError) as exc:
+            if k == 0:
+                raise ParityError(f"the TFLite interpreter cannot run this model: {exc}") from None
+            runtimes.append(SourceRuntime(f"{description}: cannot run this model: "
+                                          f"{str(exc).splitlines()[0]}", None))
+            continue
+        runtimes.append(SourceRuntime(description, _interpreter_runner(interp, io)))
     return runtimes
 
 
@@ -310,6 +316,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     for feed in feeds:
         got = built.run(feed)
         for k, runtime in enumerate(runtimes):
+            if runtime.run is None:
+                continue
             for info, ref in zip(io.outputs, runtime.run(feed)):
                 n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
                 same[k][info.name] += n_same
@@ -320,7 +328,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
                                  worst[k][o.name], total[o.name]) for o in io.outputs]
                    for k in range(len(runtimes))]
     islands = [{"op": i.op, "var": i.var, "reason": i.reason} for i in report.float_islands]
-    also = [{"reference": r.description, "outputs": [o.__dict__ for o in outs]}
+    also = [{"reference": r.description,
+             "outputs": [o.__dict__ for o in outs] if r.run is not None else []}
             for r, outs in zip(runtimes[1:], per_runtime[1:])]
     return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
                         runtimes[0].description, built.target, len(feeds),

@@ -1,0 +1,250 @@
+"""Every TFLite builtin canonqnn imports, through the whole flow: import, canonicalize, build,
+and bit-exact against the TFLite interpreter's reference kernels, with no float island.
+
+One small model per case (NHWC tensors, int8 unless named u8); ``canonqnn.parity`` runs the
+interpreter and the TVM build on seeded random inputs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _tflite import T, single_op
+
+import canonqnn
+from canonqnn.frontends.tflite.writer import GraphWriter
+
+RNG = np.random.default_rng(7)
+CONV = dict(padding="SAME", strideH=1, strideW=1, dilationHFactor=1, dilationWFactor=1,
+            fusedActivationFunction="NONE")
+
+
+def q(shape, scale=0.05, zp=0, dtype="int8"):
+    return T(tuple(shape), dtype, scale, zp + (128 if dtype == "uint8" else 0))
+
+
+def weights(shape, axis, per_channel=True, dtype="int8"):
+    data = RNG.integers(-127, 128, shape).astype(np.int8)
+    n = shape[axis]
+    scale = RNG.uniform(0.002, 0.02, n if per_channel else 1).astype(np.float32)
+    if dtype == "uint8":
+        return T(tuple(shape), "uint8", scale, 140, (data.astype(np.int32) + 128).astype(np.uint8))
+    return T(tuple(shape), "int8", scale, np.zeros(scale.size, np.int64), data, axis)
+
+
+def bias(n, x_scale, w):
+    scale = (np.float32(x_scale) * np.broadcast_to(w.scale, (n,))).astype(np.float32)
+    stored = scale[:1] if np.size(w.scale) == 1 else scale
+    return T((n,), "int32", stored, np.zeros(stored.size, np.int64),
+             RNG.integers(-2000, 2000, n).astype(np.int32))
+
+
+def conv_case(dtype="int8", act="RELU6", stride=2, padding="SAME"):
+    w = weights((8, 3, 3, 4), 0, per_channel=dtype == "int8", dtype=dtype)
+    out = (1, 5, 5, 8) if (stride, padding) == (2, "SAME") else (1, 7, 7, 8)
+    return single_op("CONV_2D", [q((1, 9, 9, 4), 0.04, 5, dtype), w, bias(8, 0.04, w)],
+                     [q(out, 0.03, -7, dtype)],
+                     **dict(CONV, strideH=stride, strideW=stride, padding=padding,
+                            fusedActivationFunction=act))
+
+
+def depthwise_case(dtype="int8"):
+    w = weights((1, 3, 3, 8), 3, per_channel=dtype == "int8", dtype=dtype)
+    return single_op("DEPTHWISE_CONV_2D", [q((1, 8, 8, 4), 0.04, -3, dtype), w, bias(8, 0.04, w)],
+                     [q((1, 6, 6, 8), 0.02, 4, dtype)],
+                     **dict(CONV, padding="VALID", depthMultiplier=2,
+                            fusedActivationFunction="RELU"))
+
+
+def fully_connected_case(dtype="int8"):
+    """On a 4-D input: TFLite flattens it in NHWC order."""
+    w = weights((10, 48), 0, per_channel=False, dtype=dtype)
+    return single_op("FULLY_CONNECTED", [q((1, 2, 3, 8), 0.05, 2, dtype), w, bias(10, 0.05, w)],
+                     [q((1, 10), 0.2, -1, dtype)], fusedActivationFunction="RELU")
+
+
+def transpose_conv_case():
+    w = weights((6, 3, 3, 4), 0)
+    return single_op("TRANSPOSE_CONV",
+                     [T((4,), "int32", data=np.array([1, 10, 10, 6], np.int32)), w,
+                      q((1, 5, 5, 4), 0.05, 1), bias(6, 0.05, w)],
+                     [q((1, 10, 10, 6), 0.05, -3)], padding="SAME", strideH=2, strideW=2)
+
+
+def binary_case(kind, dtype="int8", b_shape=(1, 4, 4, 6), act="NONE"):
+    return single_op(kind, [q((1, 4, 4, 6), 0.05, 3, dtype), q(b_shape, 0.11, -9, dtype)],
+                     [q((1, 4, 4, 6), 0.09, 2, dtype)], fusedActivationFunction=act)
+
+
+def pool_case(kind, dtype="int8", padding="SAME"):
+    return single_op(kind, [q((1, 7, 7, 5), 0.05, 3, dtype)], [q((1, 4, 4, 5), 0.05, 3, dtype)],
+                     padding=padding, strideH=2, strideW=2, filterHeight=3, filterWidth=3,
+                     fusedActivationFunction="NONE")
+
+
+def mean_case(keep, out_scale=0.05, out_zp=3):
+    axes = T((2,), "int32", data=np.array([1, 2], np.int32))
+    out = (1, 1, 1, 6) if keep else (1, 6)
+    return single_op("MEAN", [q((1, 5, 4, 6), 0.05, 3), axes], [q(out, out_scale, out_zp)],
+                     keepDims=keep)
+
+
+def unary_case(kind, out=(0.05, 3), dtype="int8", **options):
+    return single_op(kind, [q((1, 4, 5, 6), 0.06, -4, dtype)],
+                     [q((1, 4, 5, 6), out[0], out[1], dtype)], **options)
+
+
+def two_op_model(first, second):
+    """CONV_2D then a layout-sensitive op on its (NCHW-held) output."""
+    g = GraphWriter()
+    x = g.tensor("x", (1, 4, 4, 3), "int8", scale=0.05, zero_point=1)
+    w = RNG.integers(-127, 128, (6, 1, 1, 3)).astype(np.int8)
+    wt = g.tensor("w", w.shape, "int8", w, np.full(6, 0.01, np.float32), np.zeros(6, np.int64))
+    b = g.tensor("b", (6,), "int32", RNG.integers(-500, 500, 6).astype(np.int32),
+                 np.float32(0.05) * np.float32(0.01), 0)
+    y = g.tensor("y", (1, 4, 4, 6), "int8", scale=0.02, zero_point=-5)
+    g.op("CONV_2D", [x, wt, b], [y], **CONV)
+    out = second(g, y)
+    return g.finish([x], [out])
+
+
+def reshape_after_conv(g, y):
+    shape = g.tensor("shape", (2,), "int32", np.array([1, 96], np.int32))
+    z = g.tensor("z", (1, 96), "int8", scale=0.02, zero_point=-5)
+    g.op("RESHAPE", [y, shape], [z], newShape=[1, 96])
+    return z
+
+
+def transpose_after_conv(g, y):
+    perm = g.tensor("perm", (4,), "int32", np.array([0, 3, 1, 2], np.int32))
+    z = g.tensor("z", (1, 6, 4, 4), "int8", scale=0.02, zero_point=-5)
+    g.op("TRANSPOSE", [y, perm], [z])
+    return z
+
+
+def concat_after_conv(g, y):
+    other = g.tensor("other", (1, 4, 4, 2), "int8",
+                     RNG.integers(-128, 128, (1, 4, 4, 2)).astype(np.int8), 0.07, 9)
+    z = g.tensor("z", (1, 4, 4, 8), "int8", scale=0.03, zero_point=0)
+    g.op("CONCATENATION", [y, other], [z], axis=3, fusedActivationFunction="NONE")
+    return z
+
+
+def slice_after_conv(g, y):
+    consts = [g.tensor(n, (4,), "int32", np.array(v, np.int32)) for n, v in
+              (("b", [0, 1, 0, 2]), ("e", [1, 4, 3, 6]), ("s", [1, 2, 1, 1]))]
+    z = g.tensor("z", (1, 2, 3, 4), "int8", scale=0.02, zero_point=-5)
+    g.op("STRIDED_SLICE", [y, *consts], [z], beginMask=0, endMask=0, shrinkAxisMask=0)
+    return z
+
+
+def split_after_conv(g, y):
+    axis = g.tensor("axis", (), "int32", np.array(3, np.int32))
+    parts = [g.tensor(f"p{i}", (1, 4, 4, 3), "int8", scale=0.02, zero_point=-5)
+             for i in range(2)]
+    g.op("SPLIT", [axis, y], parts, numSplits=2)
+    z = g.tensor("z", (1, 4, 4, 3), "int8", scale=0.04, zero_point=1)
+    g.op("ADD", parts, [z], fusedActivationFunction="NONE")
+    return z
+
+
+def pad_after_conv(g, y, v2=False):
+    pads = g.tensor("pads", (4, 2), "int32", np.array([[0, 0], [1, 2], [0, 1], [0, 0]],
+                                                      np.int32))
+    z = g.tensor("z", (1, 7, 5, 6), "int8", scale=0.02, zero_point=-5)
+    if v2:
+        value = g.tensor("value", (), "int8", np.array(7, np.int8), 0.02, -5)
+        g.op("PADV2", [y, pads, value], [z])
+    else:
+        g.op("PAD", [y, pads], [z])
+    return z
+
+
+def gather_case():
+    indices = T((3,), "int32", data=np.array([2, 0, 3], np.int32))
+    return single_op("GATHER", [q((1, 5, 6), 0.05, 3), indices], [q((1, 5, 3), 0.05, 3)],
+                     axis=2, batchDims=0)
+
+
+def batch_matmul_case():
+    return single_op("BATCH_MATMUL", [q((2, 4, 8), 0.05, 3), q((2, 8, 5), 0.04, -2)],
+                     [q((2, 4, 5), 0.3, 1)], adjX=False, adjY=False)
+
+
+def resize_case(kind, align, half):
+    size = T((2,), "int32", data=np.array([8, 10], np.int32))
+    return single_op(kind, [q((1, 4, 5, 3), 0.05, 3), size], [q((1, 8, 10, 3), 0.05, 3)],
+                     alignCorners=align, halfPixelCenters=half)
+
+
+def quantize_edges_case():
+    """float input -> QUANTIZE -> int8 LOGISTIC -> DEQUANTIZE -> float output."""
+    g = GraphWriter()
+    x = g.tensor("x", (1, 16), "float32")
+    xq = g.tensor("xq", (1, 16), "int8", scale=0.03, zero_point=2)
+    y = g.tensor("y", (1, 16), "int8", scale=1 / 256, zero_point=-128)
+    out = g.tensor("out", (1, 16), "float32")
+    g.op("QUANTIZE", [x], [xq])
+    g.op("LOGISTIC", [xq], [y])
+    g.op("DEQUANTIZE", [y], [out])
+    return g.finish([x], [out])
+
+
+CASES = {
+    "conv2d_per_channel_same_stride2_relu6": lambda: conv_case(),
+    "conv2d_valid_u8": lambda: conv_case("uint8", act="RELU", stride=1, padding="VALID"),
+    "depthwise_multiplier2_valid_relu": lambda: depthwise_case(),
+    "depthwise_u8": lambda: depthwise_case("uint8"),
+    "fully_connected_flattens_4d": lambda: fully_connected_case(),
+    "fully_connected_u8": lambda: fully_connected_case("uint8"),
+    "transpose_conv": transpose_conv_case,
+    "batch_matmul": batch_matmul_case,
+    "add": lambda: binary_case("ADD", act="RELU6"),
+    "add_broadcast_channels": lambda: binary_case("ADD", b_shape=(6,)),
+    "add_u8": lambda: binary_case("ADD", "uint8"),
+    "sub": lambda: binary_case("SUB"),
+    "mul": lambda: binary_case("MUL"),
+    "mul_u8": lambda: binary_case("MUL", "uint8"),
+    "average_pool_same": lambda: pool_case("AVERAGE_POOL_2D"),
+    "average_pool_u8": lambda: pool_case("AVERAGE_POOL_2D", "uint8"),
+    "max_pool": lambda: pool_case("MAX_POOL_2D"),
+    "mean_hw_keepdims": lambda: mean_case(True),
+    "mean_hw_requantized": lambda: mean_case(False, 0.02, -6),
+    "reshape_restores_nhwc_order": lambda: two_op_model(None, reshape_after_conv),
+    "transpose": lambda: two_op_model(None, transpose_after_conv),
+    "concatenation_channels": lambda: two_op_model(None, concat_after_conv),
+    "strided_slice": lambda: two_op_model(None, slice_after_conv),
+    "split": lambda: two_op_model(None, split_after_conv),
+    "pad": lambda: two_op_model(None, pad_after_conv),
+    "padv2": lambda: two_op_model(None, lambda g, y: pad_after_conv(g, y, v2=True)),
+    "gather": gather_case,
+    "squeeze": lambda: single_op("SQUEEZE", [q((1, 1, 5, 6))], [q((5, 6))], squeezeDims=[0, 1]),
+    "resize_bilinear": lambda: resize_case("RESIZE_BILINEAR", False, False),
+    "resize_bilinear_half_pixel": lambda: resize_case("RESIZE_BILINEAR", False, True),
+    "resize_bilinear_align_corners": lambda: resize_case("RESIZE_BILINEAR", True, False),
+    "resize_nearest": lambda: resize_case("RESIZE_NEAREST_NEIGHBOR", False, False),
+    "resize_nearest_half_pixel": lambda: resize_case("RESIZE_NEAREST_NEIGHBOR", False, True),
+    "resize_nearest_align_corners": lambda: resize_case("RESIZE_NEAREST_NEIGHBOR", True, False),
+    "softmax": lambda: single_op("SOFTMAX", [q((2, 10), 0.1, 3)], [q((2, 10), 1 / 256, -128)],
+                                 beta=1.0),
+    "softmax_u8": lambda: single_op("SOFTMAX", [q((2, 10), 0.1, 3, "uint8")],
+                                    [q((2, 10), 1 / 256, -128, "uint8")], beta=1.0),
+    "logistic": lambda: unary_case("LOGISTIC", (1 / 256, -128)),
+    "logistic_u8": lambda: unary_case("LOGISTIC", (1 / 256, -128), "uint8"),
+    "tanh": lambda: unary_case("TANH", (1 / 128, 0)),
+    "hard_swish": lambda: unary_case("HARD_SWISH", (0.04, -20)),
+    "leaky_relu": lambda: unary_case("LEAKY_RELU", (0.05, 10), alpha=0.2),
+    "gelu": lambda: unary_case("GELU", (0.03, -40), approximate=False),
+    "relu": lambda: unary_case("RELU", (0.06, -4)),
+    "relu6_requantized": lambda: unary_case("RELU6", (0.03, -128)),
+    "quantize_requantizes": lambda: unary_case("QUANTIZE", (0.09, 11)),
+    "quantize_dequantize_at_the_edges": quantize_edges_case,
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_builtin_is_bit_exact_with_tflite_reference_kernels(case):
+    result = canonqnn.parity(CASES[case](), runs=2)
+    assert result.float_islands == [], result.summary()
+    assert result.exact, result.summary()
+    assert "reference kernels" in result.reference
