@@ -18,6 +18,7 @@ import itertools
 import time
 
 import canonqnn
+from canonqnn.api import OutputParity
 from canonqnn.errors import CanonqnnError
 from canonqnn.frontends.tflite import models
 
@@ -52,7 +53,7 @@ def main() -> int:
             continue
         seconds = time.perf_counter() - start
         rows = [result.outputs] + [
-            [canonqnn.api.OutputParity(**o) for o in other["outputs"]] or None
+            [OutputParity(**o) for o in other["outputs"]] or None
             for other in result.extra.get("also_compared", [])]
         all_exact &= result.exact
         ops = sum(result.canonical_ops.values())
