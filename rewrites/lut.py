@@ -13,6 +13,11 @@ The table is ``g`` evaluated on the 256 dequantized codes of ``x`` with the sour
 own float arithmetic (``canonqnn.tables``), then quantized as the runtime quantizes, so it is
 exact wherever that arithmetic is reproducible (docs/spec.md, ``## lut``).
 
+Sources whose runtime computes each elementwise builtin as one kernel (``tables.kernels``:
+TFLite) have no float chain to follow: there the chain must be exactly the form the frontend
+writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``, or the hard-swish composite),
+and the table is that kernel's (``tables.kernel_table``); any other chain declines.
+
 Chains of relu/clip only are left to the requantize rule (an integer clamp, an earlier phase).
 """
 
@@ -47,6 +52,10 @@ FLOAT_RESULT = ("float32", "bool")
 # Common names of the composites the ONNX importer writes (``function`` is documentary).
 NAMES = {"multiply(x, clip(add(multiply(x, 0.166667), 0.5), 0, 1))": "hardswish",
          "multiply(x, sigmoid(x))": "silu"}
+# Kernel sources: the single Relax op of dq(x) the frontend writes for each kernel.
+KERNEL_OPS = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.gelu": "gelu",
+              "relax.nn.gelu_tanh": "gelu_tanh", "relax.nn.leakyrelu": "leaky_relu"}
+HARDSWISH_CONSTANTS = sorted([float(np.float32(1.0 / 6.0)), 0.5])  # x * f32(1/6) + 0.5
 
 
 @dataclass
@@ -184,6 +193,47 @@ def _describe(graph: _Graph, expr: Any) -> str:
     return f"{name}({', '.join(parts)})"
 
 
+def _kernel_function(graph: _Graph) -> tuple[str, dict] | None:
+    """(kernel function, its parameters) when ``g`` is the form written for one kernel."""
+    if len(graph.ops) == 1 and not graph.consts:
+        call = graph.ops[graph.root]
+        function = KERNEL_OPS.get(_tvm.op_name(call))
+        if function is not None and len(call.args) == 1 and call.args[0] in graph.leaves:
+            params = {}
+            if function == "leaky_relu":
+                params["alpha"] = float(_tvm.attrs_dict(call)["alpha"])
+            return function, params
+    if NAMES.get(_describe(graph, graph.root)) == "hardswish" and not graph.consts:
+        values = sorted(float(_tvm.const_value(arg).reshape(-1)[0])
+                        for _, _, arg in _constants(graph))
+        if values == HARDSWISH_CONSTANTS:
+            return "hardswish", {}
+    return None
+
+
+def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
+    """``g`` as one of the source's kernels (a source with ``tables.kernels``)."""
+    found = _kernel_function(graph)
+    if found is None:
+        names = ", ".join(sorted(tables.kernels(ctx.source)))
+        return Decline(f"{ctx.source} has no kernel computing {_describe(graph, graph.root)} "
+                       f"(its table kernels: {names}); the chain stays float", graph.root)
+    if (why := per_tensor_int8(out, "output", graph.root)) is not None:
+        return why
+    x = next(iter(graph.leaves.values()))
+    source_dtype = ctx.source_dtype(x.operand)
+    if source_dtype != ctx.source_dtype():
+        return Decline(f"{ctx.source} kernels read and write one type; input {source_dtype}, "
+                       f"output {ctx.source_dtype()}", graph.root)
+    function, params = found
+    try:
+        table = tables.kernel_table(ctx.source, function, x.qparams, out.qparams,
+                                    source_dtype=source_dtype, **params)
+    except tables.NotEvaluable as exc:
+        return Decline(f"{exc}; the chain stays float", graph.root)
+    return lut_op.lut(x.operand, table, x.qparams, out.qparams, function)
+
+
 def fold_lut(ctx: Context, call: Any):
     out = read_quantize(call)
     if out is None:
@@ -193,6 +243,8 @@ def fold_lut(ctx: Context, call: Any):
         return None  # not a function of a quantized tensor, or a clamp (requantize's)
     if (why := _check(ctx, graph)) is not None:
         return why
+    if tables.kernels(ctx.source) is not None:
+        return _fold_kernel(ctx, graph, out)
     for var, op in graph.ops.items():
         if not tables.evaluates(ctx.source, _tvm.op_name(op)):
             return Decline(f"{_tvm.op_name(op)} has no {ctx.source} table evaluator in "

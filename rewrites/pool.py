@@ -49,7 +49,8 @@ def fold_avg_pool(ctx: Context, call: Any):
     _, _, h, w = _tvm.shape_of(x.operand)
     if list(a["pool_size"]) == [h, w] and not any(a["padding"]):
         return pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, bounds,
-                                      rounding=ctx.rounding)
+                                      rounding=ctx.rounding, q31_kernel="average_pool",
+                                      source_dtype=ctx.source_dtype())
     return pool.avg_pool2d(x.operand, x.qparams, out.qparams, pool_size=a["pool_size"],
                            strides=a["strides"], padding=a["padding"], ceil_mode=a["ceil_mode"],
                            count_include_pad=a["count_include_pad"], act=bounds,
@@ -66,7 +67,7 @@ def fold_mean(ctx: Context, call: Any):
     if len(shape) != 4 or sorted(int(i) % 4 for i in a["axis"]) != [2, 3]:
         return Decline(f"mean over axes {a['axis']} (only H, W of NCHW fold)", at)
     pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, act.bounds(out.qparams),
-                                    rounding=ctx.rounding)
+                                    rounding=ctx.rounding, q31_kernel="mean")
     if a["keepdims"]:
         return pooled
     return movement.reshape(ctx.emit(pooled), shape[:2], out.qparams)

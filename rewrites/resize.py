@@ -52,7 +52,8 @@ def fold_resize(ctx: Context, call: Any):
         return geometry
     size = geometry.pop("size")
     return resize.resize2d(x.operand, size, x.qparams, out.qparams, **geometry,
-                           act=act.bounds(out.qparams), rounding=ctx.rounding)
+                           act=act.bounds(out.qparams), rounding=ctx.rounding,
+                           source_dtype=ctx.source_dtype())
 
 
 def fold_integer_resize(ctx: Context, call: Any):

@@ -19,6 +19,16 @@ reduce_mean (onnxruntime: DequantizeLinear -> float ReduceMean -> QuantizeLinear
     xf = f32(f32(x - x_zp) * x_scale);  s = float32 sum over axes in onnxruntime's order
     y = clamp(RNE(f32(f32(s / f32(count)) / out_scale)), act - out_zp) + out_zp
 The orders (``summation``) are described where they are computed, below, and in docs/spec.md.
+
+Rounding q31_double / q31_single (TFLite reference kernels; the two differ only inside MBQM):
+    average (AVERAGE_POOL_2D; input and output parameters must be equal, padded taps never
+    count): acc = sum of the stored values of the in-bounds taps, n = their number,
+        y = clamp(acc > 0 ? trunc((acc + n//2) / n) : trunc((acc - n//2) / n), act)
+    (uint8 sources: y = floor((acc + n//2) / n), TFLite's uint8 kernel on u = x + 128)
+    mean (MEAN, any axes, any parameters): n = number of reduced elements,
+        (m', s') = mean_multiplier(x_scale, out_scale, n)        (qparams.py)
+        y = clamp(MBQM(sum(x) - x_zp * n, m', s') + out_zp, act)
+global_avg_pool2d takes either, named by ``q31_kernel`` ("average_pool" | "mean").
 """
 
 from __future__ import annotations
@@ -29,13 +39,55 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx, topi
-from ..qparams import QParams
-from ._registry import CanonicalOp, register
+from ..qparams import QParams, mean_multiplier
+from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 from .elementwise import storage_offset
 from .movement import pool_out_size
 
 F32 = np.float32
+ROUNDINGS = ("rne_f32", *Q31_ROUNDINGS)
+Q31_KERNELS = ("mean", "average_pool")
+
+
+# ---------------------------------------------------------------- TFLite (q31) arithmetic
+def rounded_average(acc, count, source_dtype: str) -> np.ndarray:
+    """TFLite AVERAGE_POOL_2D's integer average of stored values: halves away from zero on
+    int8 data; on uint8 data (all sums >= 0) halves up, i.e. floor on the int8 form."""
+    acc, count = np.asarray(acc, np.int64), np.asarray(count, np.int64)
+    if source_dtype == "uint8":
+        return (acc + count // 2) // count
+    half = np.where(acc > 0, count // 2, -(count // 2))
+    num = acc + half
+    return np.sign(num) * (np.abs(num) // count)
+
+
+def te_rounded_average(acc, count, source_dtype: str):
+    """TE twin of ``rounded_average`` (int32 ``acc`` and ``count``)."""
+    half = tirx.floordiv(count, 2)
+    if source_dtype == "uint8":
+        return tirx.floordiv(acc + half, count)
+    return tirx.truncdiv(tirx.Select(acc > 0, acc + half, acc - half), count)
+
+
+def q31_mean_multiplier(a: dict, count: int) -> tuple[int, int]:
+    return mean_multiplier(a["x_scale"], a["out_scale"], count,
+                           single_rounding=a["rounding"] == "q31_single")
+
+
+def check_q31_average(op: str, x_qp: QParams, out_qp: QParams, rounding: str) -> None:
+    if rounding in Q31_ROUNDINGS and not x_qp.same_as(out_qp):
+        raise UnsupportedRounding(
+            f"canonqnn.{op}: TFLite's AVERAGE_POOL_2D averages stored values and ignores the "
+            f"parameters, so {rounding} needs equal input and output parameters "
+            f"(got {x_qp} -> {out_qp})")
+
+
+def check_q31_count(op: str, count: int, rounding: str) -> None:
+    if rounding in Q31_ROUNDINGS and 255 * count > 2**31 - 1:
+        raise UnsupportedRounding(f"canonqnn.{op}: a sum of {count} int8 values can overflow "
+                                  f"TFLite's int32 accumulator; {rounding} refused")
 
 
 # ---------------------------------------------------------------- global_avg_pool2d
@@ -45,6 +97,14 @@ def _global_scale(a: dict, count: int) -> np.float32:
 
 def _global_reference(x, **a) -> np.ndarray:
     n, c, h, w = x.shape
+    if a["rounding"] in Q31_ROUNDINGS:
+        total = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
+        if a["q31_kernel"] == "average_pool":
+            y = rounded_average(total, h * w, a["source_dtype"])
+            return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
+        m, shift = q31_mean_multiplier(a, h * w)
+        return requant_q31(total - a["x_zp"] * h * w, m, shift, a["out_zp"], a["act_min"],
+                           a["act_max"], a["rounding"])
     acc = x.astype(np.int64).sum(axis=(2, 3), keepdims=True) - a["x_zp"] * h * w
     return requant_accumulator(acc.astype(np.int32), _global_scale(a, h * w), a["out_zp"],
                                a["act_min"], a["act_max"])
@@ -59,6 +119,9 @@ def _global_legalize(bb: Any, call: Any) -> Any:
         ry, rx = te.reduce_axis((0, h), "ry"), te.reduce_axis((0, w), "rx")
         acc = te.compute((n, c, 1, 1), lambda i, j, _a, _b: te.sum(
             x[i, j, ry, rx].astype("int32"), axis=[ry, rx]), name="acc")
+        if a["rounding"] in Q31_ROUNDINGS:
+            return te.compute((n, c, 1, 1), lambda *i: _te_q31_global(acc(*i), a, h * w),
+                              name="global_avg_pool")
 
         return te.compute((n, c, 1, 1), lambda *i: te_requant_accumulator(
             acc(*i) - a["x_zp"] * h * w, scale, a["out_zp"], a["act_min"], a["act_max"]),
@@ -67,24 +130,51 @@ def _global_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_global_avg_pool2d")
 
 
+def _te_q31_global(total, a: dict, count: int):
+    if a["q31_kernel"] == "average_pool":
+        y = te_rounded_average(total, tirx.const(count, "int32"), a["source_dtype"])
+        return te.max(te.min(y, a["act_max"]), a["act_min"]).astype("int8")
+    m, shift = q31_mean_multiplier(a, count)
+    return te_requant_q31(total - a["x_zp"] * count, tirx.const(m, "int32"),
+                          tirx.const(shift, "int32"), a["out_zp"], a["act_min"], a["act_max"],
+                          a["rounding"])
+
+
 GLOBAL_AVG_POOL2D = register(CanonicalOp(
     name="global_avg_pool2d",
     summary="int8 NCHW mean over H and W (keeps dims), exact integer sum, one float32 rescale",
     args=("x",),
-    attrs=("x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding"),
+    attrs=("x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding",
+           "q31_kernel", "source_dtype"),
     infer=lambda call: _tvm.tensor_type((*_tvm.shape_of(call.args[0])[:2], 1, 1), "int8"),
     legalize=_global_legalize,
     reference=_global_reference,
-    constraints="x int8 NCHW per tensor; output [N, C, 1, 1] per tensor",
+    constraints="x int8 NCHW per tensor; output [N, C, 1, 1] per tensor; q31 roundings: "
+                "q31_kernel 'mean' (TFLite MEAN) or 'average_pool' (TFLite AVERAGE_POOL_2D, "
+                "equal parameters)",
     family="pool",
+    roundings=ROUNDINGS,
 ))
 
 
 def global_avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, act=(-128, 127),
-                      rounding: str = "rne_f32") -> Any:
+                      rounding: str = "rne_f32", *, q31_kernel: str | None = None,
+                      source_dtype: str = "int8") -> Any:
+    """Build ``canonqnn.global_avg_pool2d``. Under the q31 roundings ``q31_kernel`` must say
+    which TFLite builtin's arithmetic to reproduce: "mean" or "average_pool" (they differ)."""
+    if rounding in Q31_ROUNDINGS:
+        if q31_kernel not in Q31_KERNELS:
+            raise UnsupportedRounding(
+                f"canonqnn.global_avg_pool2d: {rounding} needs q31_kernel 'mean' (TFLite MEAN) "
+                f"or 'average_pool' (TFLite AVERAGE_POOL_2D), got {q31_kernel!r}")
+        if q31_kernel == "average_pool":
+            check_q31_average("global_avg_pool2d", x_qp, out_qp, rounding)
+        _, _, h, w = _tvm.shape_of(x)
+        check_q31_count("global_avg_pool2d", h * w, rounding)
     return GLOBAL_AVG_POOL2D.call([x], dict(
         x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
-        out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))
+        out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding,
+        q31_kernel=q31_kernel or "mean", source_dtype=source_dtype))
 
 
 # ---------------------------------------------------------------- avg_pool2d
@@ -104,7 +194,23 @@ def _window(o: int, k: int, s: int, p: int, size: int) -> tuple[int, int]:
     return max(start, 0), min(start + k, size)
 
 
+def _avg_reference_q31(x, a: dict) -> np.ndarray:
+    n, c, oh, ow = _avg_shape(x.shape, a)
+    (kh, kw), (sh, sw), (pt, pl, _, _) = a["pool_size"], a["strides"], a["padding"]
+    out = np.empty((n, c, oh, ow), np.int8)
+    for i in range(oh):
+        h0, h1 = _window(i, kh, sh, pt, x.shape[2])
+        for j in range(ow):
+            w0, w1 = _window(j, kw, sw, pl, x.shape[3])
+            acc = x[:, :, h0:h1, w0:w1].astype(np.int64).sum(axis=(2, 3))
+            y = rounded_average(acc, max((h1 - h0) * (w1 - w0), 1), a["source_dtype"])
+            out[:, :, i, j] = np.clip(y, a["act_min"], a["act_max"])
+    return out
+
+
 def _avg_reference(x, **a) -> np.ndarray:
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _avg_reference_q31(x, a)
     n, c, oh, ow = _avg_shape(x.shape, a)
     (kh, kw), (sh, sw), (pt, pl, _, _) = a["pool_size"], a["strides"], a["padding"]
     o = storage_offset(a["source_dtype"])
@@ -133,8 +239,12 @@ def _avg_legalize(bb: Any, call: Any) -> Any:
     o = storage_offset(a["source_dtype"])
     f = lambda v: tirx.const(float(v), "float32")  # noqa: E731
 
+    q31 = a["rounding"] in Q31_ROUNDINGS
+
     def compute(x):
         h, w = int(x.shape[2]), int(x.shape[3])
+        if q31:
+            return _te_avg_q31(x, (n, c, oh, ow), a)
         # The fence keeps f32(x_scale * (x - x_zp)) rounded on its own even if this stage is
         # inlined into the window sum (LLVM would otherwise be free to fuse it into an FMA).
         xf = te.compute(x.shape, lambda *i: te_no_contract(
@@ -167,6 +277,33 @@ def _avg_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_avg_pool2d")
 
 
+def _te_window(i, k: int, s: int, p: int, size: int):
+    """(start, end) of output index ``i``'s window clipped to [0, size)."""
+    return tirx.max(i * s - p, 0), tirx.min(i * s - p + k, size)
+
+
+def _te_avg_q31(x, out_shape, a: dict):
+    (kh, kw), (sh, sw), (pt, pl, _, _) = a["pool_size"], a["strides"], a["padding"]
+    h, w = int(x.shape[2]), int(x.shape[3])
+    ry, rx = te.reduce_axis((0, kh), "ry"), te.reduce_axis((0, kw), "rx")
+
+    def tap(nn, cc, i, j):
+        y, z = i * sh - pt + ry, j * sw - pl + rx
+        inside = tirx.all(y >= 0, y < h, z >= 0, z < w)
+        value = x[nn, cc, tirx.max(tirx.min(y, h - 1), 0), tirx.max(tirx.min(z, w - 1), 0)]
+        return tirx.if_then_else(inside, value.astype("int32"), tirx.const(0, "int32"))
+
+    total = te.compute(out_shape, lambda *i: te.sum(tap(*i), axis=[ry, rx]), name="sum")
+
+    def out(nn, cc, i, j):
+        (hs, he), (ws, we) = _te_window(i, kh, sh, pt, h), _te_window(j, kw, sw, pl, w)
+        count = tirx.max((he - hs) * (we - ws), 1)
+        y = te_rounded_average(total[nn, cc, i, j], count, a["source_dtype"])
+        return te.max(te.min(y, a["act_max"]), a["act_min"]).astype("int8")
+
+    return te.compute(out_shape, out, name="avg_pool")
+
+
 AVG_POOL2D = register(CanonicalOp(
     name="avg_pool2d",
     summary="int8 NCHW average pooling (float32 window sum, onnxruntime QLinearAveragePool)",
@@ -176,14 +313,20 @@ AVG_POOL2D = register(CanonicalOp(
                                                    _tvm.attrs_dict(call)), "int8"),
     legalize=_avg_legalize,
     reference=_avg_reference,
-    constraints="x int8 NCHW per tensor, no dilation; output per tensor",
+    constraints="x int8 NCHW per tensor, no dilation; output per tensor; q31 roundings: equal "
+                "input and output parameters, count_include_pad false",
     family="pool",
+    roundings=ROUNDINGS,
 ))
 
 
 def avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, *, pool_size, strides, padding,
                ceil_mode: bool, count_include_pad: bool, act=(-128, 127),
                source_dtype: str = "int8", rounding: str = "rne_f32") -> Any:
+    check_q31_average("avg_pool2d", x_qp, out_qp, rounding)
+    if rounding in Q31_ROUNDINGS and count_include_pad:
+        raise UnsupportedRounding("canonqnn.avg_pool2d: TFLite's AVERAGE_POOL_2D divides by the "
+                                  f"in-bounds taps only; {rounding} with count_include_pad refused")
     return AVG_POOL2D.call([x], dict(
         pool_size=list(pool_size), strides=list(strides), padding=list(padding),
         ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad),
@@ -324,6 +467,14 @@ def float_mean(xf: np.ndarray, axes, summation: str) -> np.ndarray:
 
 
 def _reduce_mean_reference(x, **a) -> np.ndarray:
+    if a["rounding"] in Q31_ROUNDINGS:
+        axes = tuple(int(i) for i in a["axes"])
+        count = int(np.prod([x.shape[i] for i in axes]))
+        m, shift = q31_mean_multiplier(a, count)
+        total = x.astype(np.int64).sum(axis=axes)
+        y = requant_q31(total - a["x_zp"] * count, m, shift, a["out_zp"], a["act_min"],
+                        a["act_max"], a["rounding"])
+        return y.reshape(_reduce_shape(x.shape, list(axes), a["keepdims"]))
     xf = ((x.astype(np.int32) - a["x_zp"]).astype(F32) * F32(a["x_scale"])).astype(F32)
     mean = float_mean(xf, a["axes"], a["summation"])
     # QuantizeLinear: f32(mean / out_scale), clamped, rounded half to even, + out_zp
@@ -440,6 +591,11 @@ def _reduce_mean_legalize(bb: Any, call: Any) -> Any:
     count = int(np.prod([shape[i] for i in axes]))
     out_shape = _reduce_shape(shape, axes, a["keepdims"])
 
+    if a["rounding"] in Q31_ROUNDINGS:
+        m, shift = q31_mean_multiplier(a, count)
+        return bb.call_te(lambda x: _te_reduce_mean_q31(x, axes, count, (m, shift), out_shape, a),
+                          call.args[0], primfunc_name_hint="canonqnn_reduce_mean")
+
     def compute(x):
         xr = topi.reshape(x, dims)
         # fenced: the product must be rounded before it is added (no FMA into the sum)
@@ -453,6 +609,24 @@ def _reduce_mean_legalize(bb: Any, call: Any) -> Any:
         return topi.reshape(y, out_shape)
 
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_reduce_mean")
+
+
+def _te_reduce_mean_q31(x, axes, count: int, multiplier, out_shape, a: dict):
+    shape = [int(d) for d in x.shape]
+    kept = [d for i, d in enumerate(shape) if i not in axes]
+    raxes = [te.reduce_axis((0, shape[i]), f"r{i}") for i in axes]
+
+    def total(*k):
+        ki, ri = iter(k), iter(raxes)
+        idx = [next(ri) if i in axes else next(ki) for i in range(len(shape))]
+        return te.sum(x[tuple(idx)].astype("int32"), axis=raxes)
+
+    sums = te.compute(kept or (1,), total if kept else (lambda _: total()), name="sum")
+    m, shift = multiplier
+    y = te.compute(sums.shape, lambda *i: te_requant_q31(
+        sums(*i) - a["x_zp"] * count, tirx.const(m, "int32"), tirx.const(shift, "int32"),
+        a["out_zp"], a["act_min"], a["act_max"], a["rounding"]), name="reduce_mean")
+    return topi.reshape(y, out_shape)
 
 
 def _reduce_mean_infer(call: Any) -> Any:
@@ -472,8 +646,10 @@ REDUCE_MEAN = register(CanonicalOp(
     legalize=_reduce_mean_legalize,
     reference=_reduce_mean_reference,
     constraints="x int8 per tensor, static shape, axes sorted and non-negative; output per "
-                "tensor; summation one of " + ", ".join(SUMMATIONS),
+                "tensor; summation one of " + ", ".join(SUMMATIONS) + " (unused by the q31 "
+                "roundings: TFLite's MEAN sums integers)",
     family="pool",
+    roundings=ROUNDINGS,
 ))
 
 
@@ -484,6 +660,7 @@ def reduce_mean(x: Any, axes, keepdims: bool, x_qp: QParams, out_qp: QParams, *,
     axes = sorted(int(i) % len(shape) for i in axes)
     summation = summation or onnxruntime_summation(shape, axes)
     _check_summation(shape, axes, summation)
+    check_q31_count("reduce_mean", int(np.prod([shape[i] for i in axes])), rounding)
     return REDUCE_MEAN.call([x], dict(
         axes=axes, keepdims=bool(keepdims), x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp,
         out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),

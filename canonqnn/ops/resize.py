@@ -25,6 +25,29 @@ kernel="float"   (QDQ models: DequantizeLinear -> float Resize -> QuantizeLinear
     X = f32(f32(x - x_zp) * x_scale);  y = clamp(RNE(f32(t / out_scale)), act - out_zp) + out_zp
 kernel="integer" (onnxruntime's int8/uint8 Resize kernel, run on the stored values)
     X = x - x_zp;  y = clamp(trunc(t) + out_zp, act)     (same parameters in and out)
+
+Rounding q31_double / q31_single: TFLite's RESIZE_BILINEAR / RESIZE_NEAREST_NEIGHBOR reference
+kernels (no multiplier is involved, so the two are the same). They move stored values and ignore
+the parameters, which must therefore be equal. (align_corners, half_pixel_centers) is read from
+the attributes: nearest (asymmetric, floor) = (F, F), (align_corners, round_prefer_ceil) = (T, F),
+(tf_half_pixel_for_nn, floor) = (F, T); linear asymmetric = (F, F), align_corners = (T, F),
+half_pixel = (F, T). Other combinations are refused (UnsupportedRounding).
+
+    scale  = f32(in) / f32(out), or f32(in - 1) / f32(out - 1) with align_corners and out > 1
+nearest:  v = f32(f32(o + (0.5 if half_pixel_centers else 0)) * scale);
+          i = min(round_half_away(v) if align_corners else floor(v), in - 1)  (>= 0 with hpc)
+linear, int8 sources (10-bit fixed point on the stored values):
+    s10 = (1024 * in + out // 2) // out   (align_corners: (1024 * (in - 1) + (out - 1) // 2)
+          // (out - 1));  v = o * s10 (+ s10 // 2 - 512 with half_pixel_centers)
+    lo = max(trunc(v / 1024), 0), hi = min(trunc((v + 1023) / 1024), in - 1), d = v - 1024 lo
+    t = sum over the four taps of x * wy * wx (w_lo = 1024 - d, w_hi = d), exact int64
+    y = clamp(trunc((t + (t > 0 ? 2^19 : -2^19)) / 2^20), act)
+linear, uint8 sources (float32 on u = x + 128, every product rounded, no FMA):
+    v = f32(o * scale) (half_pixel_centers: f32(f32(f32(o + 0.5) * scale) - 0.5)),
+    lo = max(floor(v), 0), hi = min(ceil(v), in - 1), f = f32(v - lo), g = f32(1 - f)
+    t = ((f32(f32(u_ll gy) gx) + f32(f32(u_hl fy) gx)) + f32(f32(u_lh gy) fx))
+        + f32(f32(u_hh fy) fx)
+    y = clamp(round_half_away(t) - 128, act)        (ll = (lo_y, lo_x), hl = (hi_y, lo_x), ...)
 """
 
 from __future__ import annotations
@@ -36,7 +59,8 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
-from ._registry import CanonicalOp, register
+from ._q31 import Q31_ROUNDINGS
+from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import (requant_accumulator, requant_via_real, te_no_contract,
                        te_requant_accumulator, te_requant_via_real)
 
@@ -47,7 +71,15 @@ NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 METHODS = ("nearest", "linear")
 KERNELS = ("float", "integer")
 ATTRS = ("size", "method", "coordinate_transformation_mode", "nearest_mode", "kernel",
-         "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding")
+         "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding",
+         "source_dtype")
+ROUNDINGS = ("rne_f32", *Q31_ROUNDINGS)
+# TFLite's (align_corners, half_pixel_centers) as the attributes that stand for them
+TFLITE_NEAREST = {("asymmetric", "floor"): (False, False),
+                  ("align_corners", "round_prefer_ceil"): (True, False),
+                  ("tf_half_pixel_for_nn", "floor"): (False, True)}
+TFLITE_LINEAR = {"asymmetric": (False, False), "align_corners": (True, False),
+                 "half_pixel": (False, True)}
 
 
 # ---------------------------------------------------------------- coordinates (static, numpy)
@@ -139,6 +171,8 @@ def bilinear(xf: np.ndarray, a: dict) -> np.ndarray:
 
 
 def _reference(x, **a) -> np.ndarray:
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _reference_q31(x, a)
     (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
     if a["method"] == "nearest":
         ih = nearest_indices(x.shape[2], oh, mode, a["nearest_mode"])
@@ -161,6 +195,162 @@ def _same_params(a: dict) -> bool:
     return (a["x_scale"], a["x_zp"]) == (a["out_scale"], a["out_zp"])
 
 
+# ---------------------------------------------------------------- TFLite (q31 roundings)
+def tflite_flags(a: dict) -> tuple[bool, bool]:
+    """(align_corners, half_pixel_centers) the attributes stand for under the q31 roundings."""
+    mode = a["coordinate_transformation_mode"]
+    flags = TFLITE_NEAREST.get((mode, a["nearest_mode"])) if a["method"] == "nearest" \
+        else TFLITE_LINEAR.get(mode)
+    if flags is None:
+        raise UnsupportedRounding(
+            f"canonqnn.resize2d: {a['method']} resize with coordinate_transformation_mode "
+            f"{mode!r}" + (f", nearest_mode {a['nearest_mode']!r}" if a["method"] == "nearest"
+                           else "") + f" is no TFLite resize; {a['rounding']} refused")
+    return flags
+
+
+def _tflite_scale(in_len: int, out_len: int, align_corners: bool) -> np.float32:
+    if align_corners and out_len > 1:
+        return F32(F32(in_len - 1) / F32(out_len - 1))
+    return F32(F32(in_len) / F32(out_len))
+
+
+def tflite_nearest_indices(in_len: int, out_len: int, align_corners: bool,
+                           half_pixel_centers: bool) -> np.ndarray:
+    """The input index TFLite's RESIZE_NEAREST_NEIGHBOR copies to each output index."""
+    scale, offset = _tflite_scale(in_len, out_len, align_corners), F32(0.5 * half_pixel_centers)
+    out = []
+    for o in range(out_len):
+        v = F32(F32(F32(o) + offset) * scale)
+        i = _round_half_away(v) if align_corners else int(np.floor(v))
+        i = min(i, in_len - 1)
+        out.append(max(i, 0) if half_pixel_centers else i)
+    return np.array(out, np.int32)
+
+
+def tflite_fixed_taps(in_len: int, out_len: int, align_corners: bool,
+                      half_pixel_centers: bool):
+    """TFLite's int8 bilinear taps per output index: (lo, hi, d) with weights 1024 - d, d."""
+    if align_corners and out_len > 1:
+        s10 = (1024 * (in_len - 1) + (out_len - 1) // 2) // (out_len - 1)
+    else:
+        s10 = (1024 * in_len + out_len // 2) // out_len
+    v = np.arange(out_len, dtype=np.int64) * s10 + (s10 // 2 - 512 if half_pixel_centers else 0)
+    trunc = lambda n: np.sign(n) * (np.abs(n) // 1024)  # noqa: E731  (C division)
+    lo = np.maximum(trunc(v), 0)
+    hi = np.minimum(trunc(v + 1023), in_len - 1)
+    return lo.astype(np.int32), hi.astype(np.int32), (v - 1024 * lo).astype(np.int32)
+
+
+def tflite_float_taps(in_len: int, out_len: int, align_corners: bool,
+                      half_pixel_centers: bool):
+    """TFLite's uint8 (float) bilinear taps: (lo, hi, f, 1 - f) per output index, float32."""
+    scale = _tflite_scale(in_len, out_len, align_corners)
+    o = np.arange(out_len).astype(F32)
+    if half_pixel_centers:
+        v = ((o + F32(0.5)).astype(F32) * scale).astype(F32) - F32(0.5)
+    else:
+        v = (o * scale).astype(F32)
+    v = v.astype(F32)
+    lo = np.maximum(np.floor(v), 0).astype(np.int32)
+    hi = np.minimum(np.ceil(v), in_len - 1).astype(np.int32)
+    f = (v - lo.astype(F32)).astype(F32)
+    return lo, hi, f, (F32(1) - f).astype(F32)
+
+
+def round_half_away_f32(t: np.ndarray) -> np.ndarray:
+    """std::round of float32 values (exact: the fraction t - floor(t) is representable)."""
+    fl = np.floor(t)
+    return (fl + ((t - fl) >= F32(0.5))).astype(np.int64)
+
+
+def _reference_q31(x, a: dict) -> np.ndarray:
+    (oh, ow), (h, w) = a["size"], x.shape[2:]
+    ac, hpc = tflite_flags(a)
+    if a["method"] == "nearest":
+        y = x[:, :, tflite_nearest_indices(h, oh, ac, hpc)][:, :, :, tflite_nearest_indices(
+            w, ow, ac, hpc)]
+        return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
+    if a["source_dtype"] == "uint8":
+        y1, y2, fy, gy = tflite_float_taps(h, oh, ac, hpc)
+        x1, x2, fx, gx = tflite_float_taps(w, ow, ac, hpc)
+        u = (x.astype(np.int32) + 128).astype(F32)
+        t = None
+        for rows, cols, wy, wx in ((y1, x1, gy, gx), (y2, x1, fy, gx), (y1, x2, gy, fx),
+                                   (y2, x2, fy, fx)):
+            v = u[:, :, rows][:, :, :, cols]
+            term = ((v * wy[:, None]).astype(F32) * wx[None, :]).astype(F32)
+            t = term if t is None else (t + term).astype(F32)
+        y = round_half_away_f32(t) - 128
+    else:
+        y1, y2, dy = (v.astype(np.int64) for v in tflite_fixed_taps(h, oh, ac, hpc))
+        x1, x2, dx = (v.astype(np.int64) for v in tflite_fixed_taps(w, ow, ac, hpc))
+        xs = x.astype(np.int64)
+        t = 0
+        for rows, cols, wy, wx in ((y1, x1, 1024 - dy, 1024 - dx), (y2, x1, dy, 1024 - dx),
+                                   (y1, x2, 1024 - dy, dx), (y2, x2, dy, dx)):
+            t = t + xs[:, :, rows][:, :, :, cols] * wy[:, None] * wx[None, :]
+        t = t + np.where(t > 0, 1 << 19, -(1 << 19))
+        y = np.sign(t) * (np.abs(t) // (1 << 20))
+    return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
+
+
+def _te_clamp(v, a: dict):
+    return te.max(te.min(v, a["act_max"]), a["act_min"]).astype("int8")
+
+
+def _legalize_q31(bb: Any, call: Any, a: dict) -> Any:
+    n, c, h, w = _tvm.shape_of(call.args[0])
+    (oh, ow), (ac, hpc) = a["size"], tflite_flags(a)
+    shape = (n, c, oh, ow)
+    if a["method"] == "nearest":
+        ih = _tvm.const(tflite_nearest_indices(h, oh, ac, hpc))
+        iw = _tvm.const(tflite_nearest_indices(w, ow, ac, hpc))
+        return bb.call_te(lambda x, rows, cols: te.compute(shape, lambda b, ch, i, j: _te_clamp(
+            x[b, ch, rows[i], cols[j]].astype("int32"), a), name="resize_nearest"),
+            call.args[0], ih, iw, primfunc_name_hint="canonqnn_resize2d_nearest")
+    if a["source_dtype"] == "uint8":
+        taps = [_tvm.const(t) for t in tflite_float_taps(h, oh, ac, hpc)
+                + tflite_float_taps(w, ow, ac, hpc)]
+
+        def interpolate_float(x, y1, y2, fy, gy, x1, x2, fx, gx):
+            def value(b, ch, i, j):
+                t = None
+                for row, col, wy, wx in ((y1, x1, gy, gx), (y2, x1, fy, gx), (y1, x2, gy, fx),
+                                         (y2, x2, fy, fx)):
+                    u = (x[b, ch, row[i], col[j]].astype("int32") + 128).astype("float32")
+                    # both products rounded on their own, as TFLite's (non-FMA) build does
+                    term = te_no_contract(te_no_contract(u * wy[i]) * wx[j])
+                    t = term if t is None else t + term
+                fl = tirx.floor(t)
+                r = fl.astype("int32") + tirx.Select(t - fl >= _f(0.5), 1, 0)
+                return _te_clamp(r - 128, a)
+            return te.compute(shape, value, name="resize_bilinear")
+
+        return bb.call_te(interpolate_float, call.args[0], *taps,
+                          primfunc_name_hint="canonqnn_resize2d_bilinear")
+    taps = [_tvm.const(t) for t in tflite_fixed_taps(h, oh, ac, hpc)
+            + tflite_fixed_taps(w, ow, ac, hpc)]
+
+    def interpolate_fixed(x, y1, y2, dy, x1, x2, dx):
+        def value(b, ch, i, j):
+            wy1, wy2 = (1024 - dy[i]).astype("int64"), dy[i].astype("int64")
+            wx1, wx2 = (1024 - dx[j]).astype("int64"), dx[j].astype("int64")
+            t = None
+            for row, col, wy, wx in ((y1, x1, wy1, wx1), (y2, x1, wy2, wx1),
+                                     (y1, x2, wy1, wx2), (y2, x2, wy2, wx2)):
+                term = x[b, ch, row[i], col[j]].astype("int64") * wy * wx
+                t = term if t is None else t + term
+            half = tirx.const(1 << 19, "int64")
+            r = tirx.truncdiv(tirx.Select(t > tirx.const(0, "int64"), t + half, t - half),
+                              tirx.const(1 << 20, "int64"))
+            return _te_clamp(r.astype("int32"), a)
+        return te.compute(shape, value, name="resize_bilinear")
+
+    return bb.call_te(interpolate_fixed, call.args[0], *taps,
+                      primfunc_name_hint="canonqnn_resize2d_bilinear")
+
+
 # ---------------------------------------------------------------- legalization
 def _f(value: float):
     return tirx.const(float(value), "float32")
@@ -168,6 +358,8 @@ def _f(value: float):
 
 def _legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _legalize_q31(bb, call, a)
     n, c, h, w = _tvm.shape_of(call.args[0])
     (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
     if a["method"] == "nearest":
@@ -229,15 +421,20 @@ RESIZE2D = register(CanonicalOp(
     reference=_reference,
     constraints="x int8 NCHW per tensor; output per tensor; coordinate modes "
                 + ", ".join(COORDINATE_MODES) + "; kernel 'integer' only for linear, with the "
-                "same parameters in and out",
+                "same parameters in and out; q31 roundings: TFLite's resize kernels, equal "
+                "parameters, the coordinate attributes TFLite's flags map to",
     family="resize",
+    roundings=ROUNDINGS,
 ))
 
 
 def resize2d(x: Any, size, x_qp: QParams, out_qp: QParams, *, method: str,
              coordinate_transformation_mode: str, nearest_mode: str = "round_prefer_floor",
-             kernel: str = "float", act=(-128, 127), rounding: str = "rne_f32") -> Any:
-    """Build ``canonqnn.resize2d`` (output spatial ``size`` = (OH, OW))."""
+             kernel: str = "float", act=(-128, 127), rounding: str = "rne_f32",
+             source_dtype: str | None = None) -> Any:
+    """Build ``canonqnn.resize2d`` (output spatial ``size`` = (OH, OW)). ``source_dtype``
+    ("int8" | "uint8": the source model's storage type) matters to q31 bilinear only, where
+    TFLite's uint8 and int8 kernels differ; it must then be given."""
     if method not in METHODS or kernel not in KERNELS:
         raise ValueError(f"resize2d: method {method!r} / kernel {kernel!r} not supported")
     if coordinate_transformation_mode not in COORDINATE_MODES:
@@ -247,9 +444,27 @@ def resize2d(x: Any, size, x_qp: QParams, out_qp: QParams, *, method: str,
         raise ValueError(f"resize2d: nearest_mode {nearest_mode!r} is not supported")
     if kernel == "integer" and (method != "linear" or not x_qp.same_as(out_qp)):
         raise ValueError("resize2d: the integer kernel is bilinear with one set of parameters")
+    if rounding in Q31_ROUNDINGS:
+        _check_q31(method, coordinate_transformation_mode, nearest_mode, kernel, x_qp, out_qp,
+                   rounding, source_dtype)
     return RESIZE2D.call([x], dict(
         size=[int(s) for s in size], method=method,
         coordinate_transformation_mode=coordinate_transformation_mode,
         nearest_mode=nearest_mode, kernel=kernel, x_scale=x_qp.scalar_scale,
         x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
-        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))
+        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding,
+        source_dtype=source_dtype or "int8"))
+
+
+def _check_q31(method, mode, nearest_mode, kernel, x_qp, out_qp, rounding, source_dtype):
+    tflite_flags(dict(method=method, coordinate_transformation_mode=mode,
+                      nearest_mode=nearest_mode, rounding=rounding))
+    if kernel != "float" or not x_qp.same_as(out_qp):
+        raise UnsupportedRounding(
+            f"canonqnn.resize2d: TFLite's resize kernels move stored values and ignore the "
+            f"parameters; {rounding} needs equal input and output parameters and kernel "
+            f"'float' (got {x_qp} -> {out_qp}, kernel {kernel!r})")
+    if method == "linear" and source_dtype not in ("int8", "uint8"):
+        raise UnsupportedRounding(
+            f"canonqnn.resize2d: TFLite's int8 and uint8 bilinear kernels differ; {rounding} "
+            f"needs source_dtype 'int8' or 'uint8', got {source_dtype!r}")

@@ -7,6 +7,11 @@ runtime's own float arithmetic (per Relax op: ``evaluate``), then quantizing as 
 quantizes (``quantize``). Sources: ``"onnx"`` = onnxruntime 1.31 on x86-64 AVX2/FMA3
 (``canonqnn.tables.onnxruntime``).
 
+Some runtimes have no float chain to follow: ``"tflite"`` (``canonqnn.tables.tflite``, the
+reference kernels of TFLite) computes each elementwise builtin as one kernel, several in fixed
+point. Such a source lists its whole functions in ``KERNELS`` (``kernels``) and builds their
+tables itself (``kernel_table``); it evaluates no single op.
+
 Pure numpy: this package imports neither TVM nor any model format.
 """
 
@@ -17,10 +22,10 @@ from types import ModuleType
 import numpy as np
 
 from ..qparams import INT8_MAX, INT8_MIN, QParams
-from . import onnxruntime
+from . import onnxruntime, tflite
 from .onnxruntime import NotEvaluable
 
-RUNTIMES: dict[str, ModuleType] = {"onnx": onnxruntime}
+RUNTIMES: dict[str, ModuleType] = {"onnx": onnxruntime, "tflite": tflite}
 CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)  # table row index i holds code i - 128
 
 
@@ -78,5 +83,22 @@ def build(source: str, fn, in_qp: QParams, out_qp: QParams) -> np.ndarray:
     return quantize(source, fn(input_values(source, in_qp)), out_qp)
 
 
+def kernels(source: str) -> dict[str, str] | None:
+    """The whole functions ``source`` builds tables of (name -> its kernel), or None when the
+    source evaluates float chains op by op."""
+    return getattr(RUNTIMES[source], "KERNELS", None) if source in RUNTIMES else None
+
+
+def kernel_table(source: str, function: str, in_qp: QParams, out_qp: QParams,
+                 **params) -> np.ndarray:
+    """The int8[256] table ``source``'s kernel for ``function`` computes (entry i: input code
+    i - 128); ``params`` are the kernel's (``alpha``, ``source_dtype``). Raises
+    ``NotEvaluable`` with the reason when the source has no such kernel or refuses the
+    parameters."""
+    if kernels(source) is None:
+        raise NotEvaluable(f"source {source!r} builds tables from float chains, not kernels")
+    return runtime(source).table(function, in_qp, out_qp, **params)
+
+
 __all__ = ["CODES", "NotEvaluable", "RUNTIMES", "build", "dequantize", "evaluate", "evaluates",
-           "input_values", "quantize", "runtime"]
+           "input_values", "kernel_table", "kernels", "quantize", "runtime"]

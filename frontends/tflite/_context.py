@@ -131,6 +131,14 @@ class ImportContext:
                               "quantized operators (float ones only at QUANTIZE/DEQUANTIZE)")
         return self.emit(qdq.dequantize(self.expr(value), value.qparams))
 
+    def dq_stored(self, value: Value, out: Tensor) -> Any:
+        """``value``'s stored integers read with output ``out``'s parameters: TFLite's pooling
+        and resize kernels work on stored values and ignore differing parameters."""
+        qp = tensor_qparams(out)
+        if qp is None or value.qparams is None or value.dtype != out.dtype:
+            return self.dq(value)
+        return self.emit(qdq.dequantize(self.expr(value), qp))
+
     def quantized(self, real: Any, out: Tensor, nchw: bool = False) -> Value:
         """``real`` quantized to output tensor ``out``'s parameters."""
         qp = tensor_qparams(out)

@@ -18,11 +18,12 @@ def pool_op(ctx, op, inputs, outputs):
     _, h, w, _ = x.shape
     kernel, strides = (opts.FilterHeight(), opts.FilterWidth()), (opts.StrideH(), opts.StrideW())
     pads = padding_2d(PADDINGS.get(opts.Padding()), (h, w), kernel, strides)
+    real = ctx.dq_stored(x, outputs[0])
     if op.kind == "AVERAGE_POOL_2D":  # TFLite divides by the taps inside the input
-        y = relax.op.nn.avg_pool2d(ctx.dq(x), kernel, strides, pads, layout="NCHW",
+        y = relax.op.nn.avg_pool2d(real, kernel, strides, pads, layout="NCHW",
                                    count_include_pad=False)
     else:
-        y = relax.op.nn.max_pool2d(ctx.dq(x), kernel, strides, pads, layout="NCHW")
+        y = relax.op.nn.max_pool2d(real, kernel, strides, pads, layout="NCHW")
     y = fused_activation(ctx, ctx.emit(y), opts.FusedActivationFunction())
     return [ctx.quantized(y, outputs[0], nchw=True)]
 
@@ -65,7 +66,8 @@ def resize_op(ctx, op, inputs, outputs):
     else:
         method = "nearest_neighbor"
         coordinate, rounding = NEAREST_COORDINATES[flags]
-    y = ctx.emit(relax.op.image.resize2d(ctx.dq(x), size=tuple(size), layout="NCHW",
+    y = ctx.emit(relax.op.image.resize2d(ctx.dq_stored(x, outputs[0]), size=tuple(size),
+                                         layout="NCHW",
                                          method=method, coordinate_transformation_mode=coordinate,
                                          rounding_method=rounding))
     return [ctx.quantized(y, outputs[0], nchw=True)]

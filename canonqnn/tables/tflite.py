@@ -1,0 +1,299 @@
+"""Tables of TFLite's int8 / uint8 elementwise kernels, as its reference kernels compute them
+(``OpResolverType.BUILTIN_REF``; ai-edge-litert 2.3 on x86-64, gemmlowp double rounding).
+
+TFLite computes each of these builtins as one kernel of its own, not as a chain of float ops, so
+this source builds the table of a whole function (``KERNELS``), never evaluates single ops:
+
+    sigmoid     LOGISTIC        float LUT of 1 / (1 + expf(-x))
+    tanh        TANH            float LUT of tanhf(x)
+    gelu        GELU            float LUT of 0.5 * x * erfcf(x * -sqrt(1/2))
+    gelu_tanh   GELU approx.    float LUT of 0.5 * x * (1 + tanhf(k * (x + 0.044715 * x^3)))
+    leaky_relu  LEAKY_RELU      Q31: x >= 0 ? MBQM(x, identity) : MBQM(x, alpha multiplier)
+    hardswish   HARD_SWISH      int16 fixed point (reluish multiplier, SQDMULH, ...)
+
+The float LUTs follow TFLite's ``LUTPopulate`` (``lut_float``): the input code is dequantized
+as ``f32(in_scale * f32(q - in_zp))``, transformed in float32, multiplied by ``f32(1 /
+out_scale)``, rounded half away from zero (``roundf``), offset by the zero point in float32,
+and saturated (``quantize``). The
+float32 library functions (``expf``, ``tanhf``, ``erfcf``) are the C library's own, called
+through ctypes as TFLite calls them (``c_library_function``; without one, the float64 function
+rounded to float32, which glibc's ``tanhf`` does not always equal: tests/tables/
+test_tflite_tables.py pins a table where that matters).
+
+uint8 tensors are held as int8 (q - 128, zp - 128). The uint8 kernels give the shifted int8
+table except where a value overflows: HARD_SWISH's int16 output arithmetic wraps at a point
+that depends on the stored zero point, and the uint8 LUTs convert values beyond int32 to 0
+where the int8 ones saturate, hence ``source_dtype``.
+
+Pure numpy: no TVM, no model format.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from ..ops._q31 import multiply_by_quantized_multiplier, wrap_int32
+from ..qparams import INT8_MAX, INT8_MIN, QParams, quantize_multiplier
+from ._f32 import F32, f32
+from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables
+
+CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
+_UINT8_SHIFT = 128
+
+
+# ---------------------------------------------------------------- float LUTs (LUTPopulate)
+def dequantize(codes, scale, zero_point) -> np.ndarray:
+    """``f32(scale * f32(q - zp))`` as LUTPopulate dequantizes (int32 difference, exact in
+    float32)."""
+    diff = (np.asarray(codes, np.int64) - np.asarray(zero_point, np.int64)).astype(F32)
+    return (f32(scale) * diff).astype(F32)
+
+
+def quantize(values, scale: float, zero_point: int, source_dtype: str = "int8") -> np.ndarray:
+    """LUTPopulate's output rounding: ``roundf(f32(v * f32(1 / scale)))`` (ties away), plus the
+    zero point in float32, then to the integer type (int8 form returned).
+
+    Measured beyond int32: int8 tables saturate (inf included), uint8 tables convert as x86's
+    cvttss2si does (INT32_MIN for anything outside int32, hence 0). A NaN, which no table here
+    produces from finite inputs, is taken as INT32_MIN."""
+    inverse = F32(F32(1.0) / F32(scale))
+    shift = _UINT8_SHIFT if source_dtype == "uint8" else 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        scaled = (f32(values) * inverse).astype(F32)
+        rounded = (np.sign(scaled) * np.floor(np.abs(scaled) + F32(0.5))).astype(F32)
+        shifted = (rounded + F32(zero_point + shift)).astype(F32)
+        if source_dtype == "uint8":
+            fits = (shifted >= -(2.0**31)) & (shifted < 2.0**31)  # False for NaN
+            shifted = np.where(fits, shifted, F32(-(2.0**31)))
+        shifted = np.where(np.isnan(shifted), F32(-(2.0**31)), shifted)
+        q = np.clip(shifted, INT8_MIN + shift, INT8_MAX + shift).astype(np.int64) - shift
+    return q.astype(np.int8)
+
+
+@functools.cache
+def c_library_function(name: str):
+    """The C library's float32 function ``name`` (``expf``, ``tanhf``, ``erfcf``) through
+    ctypes, or None. TFLite's kernels call it, and glibc's is not correctly rounded (2.36:
+    ``tanhf`` differs from the correctly rounded result on 19% of float32 inputs in
+    [1e-9, 100], ``erfcf`` on 3%, ``expf`` on 0.03%), which changes a table now and then."""
+    for lib in ("libm.so.6", "libm.dylib", None):
+        lib = lib or ctypes.util.find_library("m")  # (runs ldconfig: last resort)
+        try:
+            fn = getattr(ctypes.CDLL(lib), name)
+        except (OSError, AttributeError, TypeError):
+            continue
+        fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+        return fn
+    return None
+
+
+def _float32_function(name: str, fallback: Callable[[float], float]) \
+        -> Callable[[np.ndarray], np.ndarray]:
+    """Elementwise float32 ``name`` from the C library, else the float64 ``fallback``
+    rounded to float32 (correctly rounded but for rare double roundings)."""
+    def f(x: np.ndarray) -> np.ndarray:
+        x = f32(x)
+        fn = c_library_function(name)
+        if fn is not None:
+            out = np.array([fn(float(v)) for v in x.reshape(-1)], F32)
+        else:
+            with np.errstate(over="ignore"):
+                out = np.array([fallback(float(v)) for v in x.reshape(-1)], np.float64) \
+                    .astype(F32)
+        return out.reshape(x.shape)
+    return f
+
+
+def _exp(x: float) -> float:
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+expf = _float32_function("expf", _exp)
+tanhf = _float32_function("tanhf", math.tanh)
+erfcf = _float32_function("erfcf", math.erfc)
+_NEG_SQRT1_2 = F32(-0.70710678118654752440)            # static_cast<float>(-M_SQRT1_2)
+_SQRT_2_OVER_PI = F32(1.12837916709551257390 * 0.70710678118654752440)  # M_2_SQRTPI*M_SQRT1_2
+_GELU_CUBIC = F32(0.044715)
+
+
+def logistic(x) -> np.ndarray:
+    """``1.0f / (1.0f + expf(-x))``."""
+    with np.errstate(over="ignore"):
+        return (F32(1.0) / (F32(1.0) + expf(-f32(x))).astype(F32)).astype(F32)
+
+
+def gelu(x) -> np.ndarray:
+    """``0.5f * x * erfcf(x * f32(-M_SQRT1_2))`` left to right (the erfc form TFLite uses to
+    avoid cancellation for large negative x)."""
+    x = f32(x)
+    return ((F32(0.5) * x).astype(F32) * erfcf((x * _NEG_SQRT1_2).astype(F32))).astype(F32)
+
+
+def gelu_tanh(x) -> np.ndarray:
+    """``0.5f * x * (1.f + tanhf(k * (x + 0.044715f * x * x * x)))``, k = f32(sqrt(2 / pi)),
+    every operation rounded to float32 in source order (no FMA)."""
+    x = f32(x)
+    cube = (((_GELU_CUBIC * x).astype(F32) * x).astype(F32) * x).astype(F32)
+    inner = (_SQRT_2_OVER_PI * (x + cube).astype(F32)).astype(F32)
+    return ((F32(0.5) * x).astype(F32) * (F32(1.0) + tanhf(inner)).astype(F32)).astype(F32)
+
+
+def lut_float(transform: Callable, in_qp: QParams, out_qp: QParams,
+              source_dtype: str = "int8") -> np.ndarray:
+    """TFLite ``LUTPopulate``: the int8[256] table of the float32 ``transform``."""
+    values = transform(dequantize(CODES, in_qp.scalar_scale, in_qp.scalar_zp))
+    return quantize(values, out_qp.scalar_scale, out_qp.scalar_zp, source_dtype)
+
+
+# ---------------------------------------------------------------- LEAKY_RELU (Q31)
+def mbqm_x86(x, multiplier: int, shift: int) -> np.ndarray:
+    """``MultiplyByQuantizedMultiplier`` as compiled for x86-64: the left shift factor
+    ``1 << shift`` uses the shift count modulo 32 (``shl``), so the multipliers of 2^31 and
+    more (shift >= 32, real ratios past 2^31) scale by ``2^(shift - 32)`` instead (measured:
+    ratio in/out scale 2e9 in LEAKY_RELU). Otherwise the Q31 double rounding of
+    ``canonqnn.ops._q31``."""
+    if shift < 32:
+        return multiply_by_quantized_multiplier(x, multiplier, shift, "q31_double")
+    factor = wrap_int32(1 << (shift % 32))
+    return multiply_by_quantized_multiplier(wrap_int32(np.asarray(x, np.int64) * factor),
+                                            multiplier, 0, "q31_double")
+
+
+def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
+    """TFLite's quantized LEAKY_RELU: two Q31 multipliers, both computed in float32 then
+    widened (``f32(f32(in_scale * alpha) / out_scale)`` and ``f32(in_scale / out_scale)``)."""
+    s_in, s_out = F32(in_qp.scalar_scale), F32(out_qp.scalar_scale)
+    m_alpha = quantize_multiplier(float(F32(F32(s_in * F32(alpha)) / s_out)))
+    m_identity = quantize_multiplier(float(F32(s_in / s_out)))
+    x = CODES.astype(np.int64) - in_qp.scalar_zp
+    pos, neg = mbqm_x86(x, *m_identity), mbqm_x86(x, *m_alpha)
+    y = np.where(x >= 0, pos, neg) + out_qp.scalar_zp
+    return np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
+
+
+# ---------------------------------------------------------------- HARD_SWISH (int16 fixed point)
+def _wrap16(v) -> np.ndarray:
+    return ((np.asarray(v, np.int64) + 2**15) % 2**16 - 2**15).astype(np.int64)
+
+
+def _srdhm16(a, b) -> np.ndarray:
+    """gemmlowp SaturatingRoundingDoublingHighMul on int16: round(a * b / 2^15), ties away."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    ab = a * b
+    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
+    out = _wrap16(np.trunc((ab + nudge) / (1 << 15)))  # C division truncates
+    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
+
+
+def _sdhm16(a, b) -> np.ndarray:
+    """TFLite SaturatingDoublingHighMul (int16, truncating: SQDMULH)."""
+    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
+    out = _wrap16(np.trunc((a * b) / (1 << 15)))
+    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
+
+
+def _rdbp16(x, exponent: int) -> np.ndarray:
+    """gemmlowp RoundingDivideByPOT on int16 lanes: the mask ``2^e - 1`` is itself an int16,
+    so exponents of 16 and more give a mask of -1 (measured behaviour kept)."""
+    x = np.asarray(x, np.int64)
+    mask = int(_wrap16((1 << exponent) - 1))
+    remainder = _wrap16(x & mask)
+    threshold = _wrap16((mask >> 1) + (x < 0))
+    return _wrap16((x >> exponent) + (remainder > threshold))
+
+
+def _saturating_left_shift16(x, amount: int) -> np.ndarray:
+    return np.clip(np.asarray(x, np.int64) * (1 << amount), INT16_MIN, INT16_MAX)
+
+
+def downscale_int32_to_int16_multiplier(m: int) -> int:
+    """TFLite DownScaleInt32ToInt16Multiplier: ``(m + 2^15) >> 16``, saturating at 32767."""
+    if m >= 2**31 - 1 - (1 << 15):
+        return INT16_MAX
+    return (m + (1 << 15)) >> 16
+
+
+def hard_swish_params(in_qp: QParams, out_qp: QParams) -> dict[str, int]:
+    """HardSwishPrepare: the int16 multipliers (float32 ratios, QuantizeMultiplier, then
+    rounded to 16 bits)."""
+    hires = F32(F32(1.0 / 128.0) * F32(in_qp.scalar_scale))
+    out_m, out_e = quantize_multiplier(float(F32(hires / F32(out_qp.scalar_scale))))
+    if out_e > 0:
+        raise NotEvaluable("TFLite HARD_SWISH requires in_scale / (128 * out_scale) < 1 "
+                           f"(in {in_qp.scalar_scale!r}, out {out_qp.scalar_scale!r})")
+    relu_m, relu_e = quantize_multiplier(float(F32(hires / F32(F32(3.0) / F32(32768.0)))))
+    return dict(output_multiplier=downscale_int32_to_int16_multiplier(out_m),
+                output_exponent=out_e,
+                reluish_multiplier=downscale_int32_to_int16_multiplier(relu_m),
+                reluish_exponent=relu_e)
+
+
+def hard_swish(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> np.ndarray:
+    """TFLite's reference quantized HARD_SWISH, element by element in int16 as it computes."""
+    p = hard_swish_params(in_qp, out_qp)
+    shift = _UINT8_SHIFT if source_dtype == "uint8" else 0
+    x = (CODES.astype(np.int64) + shift) - (in_qp.scalar_zp + shift)
+    hires = _wrap16(x * 128)
+    preshift = _srdhm16(hires, p["output_multiplier"])
+    reluish, e = hires, p["reluish_exponent"]
+    if e > 0:
+        reluish = _saturating_left_shift16(reluish, e - 1)
+    reluish = _srdhm16(reluish, p["reluish_multiplier"])
+    if e > 0:
+        reluish = _saturating_left_shift16(reluish, 1)
+    if e < 0:
+        reluish = _rdbp16(reluish, -e)
+    reluish = _wrap16((reluish + (1 << 15)) >> 1)
+    out = _rdbp16(_sdhm16(reluish, preshift), -p["output_exponent"])
+    out = _wrap16(out + out_qp.scalar_zp + shift)  # int16 += zero point (wraps)
+    lo, hi = (0, 255) if source_dtype == "uint8" else (INT8_MIN, INT8_MAX)
+    return (np.clip(out, lo, hi) - shift).astype(np.int8)
+
+
+# ---------------------------------------------------------------- whole-function tables
+KERNELS: dict[str, str] = {
+    "sigmoid": "LOGISTIC", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU (approximate)",
+    "leaky_relu": "LEAKY_RELU", "hardswish": "HARD_SWISH",
+}
+_FLOAT_TRANSFORMS = {"sigmoid": logistic, "tanh": tanhf, "gelu": gelu, "gelu_tanh": gelu_tanh}
+
+
+def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None = None,
+          source_dtype: str = "int8") -> np.ndarray:
+    """The int8[256] table TFLite's kernel for ``function`` (a key of ``KERNELS``) computes
+    between per-tensor ``in_qp`` and ``out_qp`` (int8 form; ``source_dtype`` "uint8" when the
+    model's tensors are uint8). Entry i is the output for input code i - 128.
+
+    Raises ``NotEvaluable`` for functions TFLite has no kernel for and for parameters its
+    kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128)."""
+    if function == "sigmoid" and out_qp.scalar_scale != 1.0 / 256:
+        raise NotEvaluable(f"TFLite LOGISTIC requires output scale 1/256, got {out_qp!r}")
+    if function in _FLOAT_TRANSFORMS:
+        return lut_float(_FLOAT_TRANSFORMS[function], in_qp, out_qp, source_dtype)
+    if function == "leaky_relu":
+        if alpha is None:
+            raise NotEvaluable("leaky_relu needs alpha")
+        return leaky_relu(in_qp, out_qp, alpha)
+    if function == "hardswish":
+        return hard_swish(in_qp, out_qp, source_dtype)
+    raise NotEvaluable(f"TFLite has no int8 kernel computing {function!r} "
+                       f"(its table kernels: {', '.join(sorted(KERNELS))})")
+
+
+# ---------------------------------------------------------------- the canonqnn.tables interface
+EVALUATORS: dict[str, Callable] = {}  # no per-op evaluation: TFLite kernels are whole functions
+
+
+def evaluate(op: str, args: list, attrs: dict) -> np.ndarray:
+    raise NotEvaluable(f"TFLite has no kernel for {op} inside a float chain; only whole "
+                       f"kernels ({', '.join(sorted(KERNELS))}) have tables")

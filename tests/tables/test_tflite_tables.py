@@ -1,0 +1,136 @@
+"""TFLite tables (canonqnn/tables/tflite.py) against the TFLite interpreter's reference kernels
+run on all 256 codes: every entry equal, for random parameters, int8 and uint8."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from _tflite import T, run_tflite, single_op
+
+from canonqnn.qparams import QParams
+from canonqnn.tables import NotEvaluable, kernel_table, kernels
+from canonqnn.tables import tflite as tt
+
+F32 = np.float32
+# function -> (builtin, options)
+BUILTINS = {
+    "sigmoid": ("LOGISTIC", {}), "tanh": ("TANH", {}),
+    "gelu": ("GELU", {"approximate": False}), "gelu_tanh": ("GELU", {"approximate": True}),
+    "leaky_relu": ("LEAKY_RELU", {}), "hardswish": ("HARD_SWISH", {}),
+}
+
+
+def interpreter_table(function: str, in_qp: QParams, out_qp: QParams, dtype: str = "int8",
+                      alpha: float = 0.2) -> np.ndarray:
+    """The reference kernel's output for input codes -128..127 (uint8: 0..255), as int8 codes."""
+    kind, options = BUILTINS[function]
+    if function == "leaky_relu":
+        options = {"alpha": alpha}
+    shift = 128 if dtype == "uint8" else 0
+    x = (np.arange(-128, 128) + shift).astype(dtype).reshape(1, 256)
+    model = single_op(kind, [T((1, 256), dtype, in_qp.scalar_scale, in_qp.scalar_zp + shift)],
+                      [T((1, 256), dtype, out_qp.scalar_scale, out_qp.scalar_zp + shift)],
+                      **options)
+    y = run_tflite(model, [x])[0].reshape(-1).astype(np.int32) - shift
+    return y.astype(np.int8)
+
+
+def random_params(function: str, rng: np.random.Generator, wide: bool):
+    lo, hi = (-8, 2) if wide else (-4, 0.5)
+    in_qp = QParams.make(F32(10 ** rng.uniform(lo, hi)), int(rng.integers(-128, 128)))
+    out_scale = 1 / 256 if function == "sigmoid" else F32(10 ** rng.uniform(lo, hi))
+    out_qp = QParams.make(out_scale, int(rng.integers(-128, 128)))
+    return in_qp, out_qp, float(F32(rng.uniform(-2, 2)))
+
+
+def count_differences(function: str, dtype: str, n: int, seed: int, wide: bool) \
+        -> tuple[int, int]:
+    """(differing entries, tables compared) over ``n`` random parameter sets; parameter sets
+    TFLite refuses must be refused by the builder too (and are not counted)."""
+    rng = np.random.default_rng(seed)
+    differing = compared = 0
+    for _ in range(n):
+        in_qp, out_qp, alpha = random_params(function, rng, wide)
+        try:
+            want = kernel_table("tflite", function, in_qp, out_qp, alpha=alpha,
+                                source_dtype=dtype)
+        except NotEvaluable:
+            with pytest.raises(Exception):  # noqa: B017  (the interpreter's own failure)
+                interpreter_table(function, in_qp, out_qp, dtype, alpha)
+            continue
+        got = interpreter_table(function, in_qp, out_qp, dtype, alpha)
+        differing += int(np.count_nonzero(got != want))
+        compared += 1
+    return differing, compared
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("function", sorted(BUILTINS))
+def test_table_equals_the_reference_kernel_on_random_parameters(function, dtype):
+    differing, compared = count_differences(function, dtype, 16, seed=len(function), wide=False)
+    assert compared >= 8
+    assert differing == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["int8", "uint8"])
+@pytest.mark.parametrize("function", sorted(BUILTINS))
+def test_table_equals_the_reference_kernel_on_extreme_parameters_sweep(function, dtype):
+    # scales 1e-8..100: overflowing LUT values, Q31 shifts >= 32, HARD_SWISH refusals
+    differing, compared = count_differences(function, dtype, 400, seed=7, wide=True)
+    assert compared >= 100
+    assert differing == 0
+
+
+def test_tanh_follows_the_c_library_tanhf_not_the_correctly_rounded_value():
+    # glibc tanhf is not correctly rounded; in this table entry 0 differs between the two
+    in_qp = QParams.make(6.00220519118011e-05, -85)
+    out_qp = QParams.make(2.0242685422999784e-05, 24)
+    if tt.c_library_function("tanhf") is None:
+        pytest.skip("no C library tanhf")
+    x = float(tt.dequantize(-128, in_qp.scalar_scale, in_qp.scalar_zp))
+    rounded = tt.quantize(np.array([math.tanh(x)], F32), out_qp.scalar_scale, out_qp.scalar_zp)
+    want = interpreter_table("tanh", in_qp, out_qp)
+    assert kernel_table("tflite", "tanh", in_qp, out_qp)[0] == want[0] != rounded[0]
+
+
+def test_int8_lut_saturates_and_uint8_lut_wraps_values_beyond_int32():
+    in_qp, out_qp = QParams.make(45.7, 0), QParams.make(2.66e-8, 5)
+    for dtype in ("int8", "uint8"):
+        table = kernel_table("tflite", "gelu", in_qp, out_qp, source_dtype=dtype)
+        np.testing.assert_array_equal(table, interpreter_table("gelu", in_qp, out_qp, dtype))
+    assert kernel_table("tflite", "gelu", in_qp, out_qp)[255] == 127
+    assert kernel_table("tflite", "gelu", in_qp, out_qp, source_dtype="uint8")[255] == -128
+
+
+def test_leaky_relu_multiplier_past_two_to_31_shifts_modulo_32_as_on_x86():
+    in_qp, out_qp = QParams.make(45.73122787475586, 21), QParams.make(2.6623082405308196e-08, 126)
+    table = kernel_table("tflite", "leaky_relu", in_qp, out_qp, alpha=1.306035041809082)
+    np.testing.assert_array_equal(
+        table, interpreter_table("leaky_relu", in_qp, out_qp, alpha=1.306035041809082))
+    assert table[0] != 127  # a true 2^32 left shift would saturate
+
+
+def test_hard_swish_int16_wrap_depends_on_the_stored_zero_point():
+    # output exponent 0 (in / (128 out) near 1): for uint8 code 255 (zp 0) the int16 output
+    # plus the stored zero point 250 passes 32767 and wraps; int8 (zp 122) does not
+    in_qp, out_qp = QParams.make(1.0, -128), QParams.make(F32(1 / 127.9), 122)
+    tables = {d: kernel_table("tflite", "hardswish", in_qp, out_qp, source_dtype=d)
+              for d in ("int8", "uint8")}
+    for dtype, table in tables.items():
+        np.testing.assert_array_equal(table, interpreter_table("hardswish", in_qp, out_qp, dtype))
+    assert tables["int8"][255] == 127 and tables["uint8"][255] == -128
+
+
+def test_refused_parameters_and_unknown_functions_raise_not_evaluable():
+    with pytest.raises(NotEvaluable, match="HARD_SWISH requires"):
+        kernel_table("tflite", "hardswish", QParams.make(1.0, 0), QParams.make(0.001, 0))
+    with pytest.raises(NotEvaluable, match="LOGISTIC requires output scale 1/256"):
+        kernel_table("tflite", "sigmoid", QParams.make(0.1, 0), QParams.make(0.01, 0))
+    with pytest.raises(NotEvaluable, match="no int8 kernel computing 'silu'"):
+        kernel_table("tflite", "silu", QParams.make(0.1, 0), QParams.make(0.1, 0))
+    with pytest.raises(NotEvaluable, match="not kernels"):
+        kernel_table("onnx", "tanh", QParams.make(0.1, 0), QParams.make(0.1, 0))
+    assert sorted(kernels("tflite")) == sorted(BUILTINS) and kernels("onnx") is None
