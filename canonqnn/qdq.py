@@ -24,6 +24,10 @@ DEQUANTIZE = "relax.dequantize"
 # whose float arithmetic depends on the stored values (onnxruntime's uint8 QLinearAdd, ...)
 # read it to reproduce the source runtime exactly.
 UINT8_ATTR = "canonqnn.uint8_tensors"
+# Function attribute: {int8 variable name: source operator} for results whose arithmetic in the
+# source runtime depends on which operator produced them (TFLite's FULLY_CONNECTED rounds
+# differently from its BATCH_MATMUL, while both are a matmul in the fake-quant form).
+SOURCE_OPS_ATTR = "canonqnn.source_ops"
 
 
 def _qparam_consts(qp: QParams) -> tuple[Any, Any]:

@@ -198,3 +198,62 @@ def quantize_multipliers(reals, *, single_rounding: bool = False) -> tuple[np.nd
 def f64(value) -> np.ndarray:
     """A float32 scale widened to double, as TFLite widens ``params.scale`` before dividing."""
     return np.asarray(value, np.float32).astype(np.float64)
+
+
+# ---------------------------------------------------------------- pool (TFLite MEAN)
+def mean_multiplier(in_scale, out_scale, count: int, *,
+                    single_rounding: bool = False) -> tuple[int, int]:
+    """TFLite MEAN's multiplier with the division by ``count`` folded in.
+
+    ``QuantizeMultiplier(double(in_scale) / double(out_scale))`` gives (m, shift); then
+    ``k = min(floor(log2(count)), 32, 31 + shift)``, ``m' = (m * 2^k) // count`` (truncated) and
+    ``shift' = shift - k``. The truncation of ``m'`` is part of the arithmetic (it is not
+    ``QuantizeMultiplier(in_scale / (out_scale * count))``).
+    """
+    m, shift = quantize_multiplier(float(f64(in_scale) / f64(out_scale)),
+                                   single_rounding=single_rounding)
+    k = min(int(count).bit_length() - 1, 32, 31 + shift)
+    return (m << k) // int(count), shift - k
+
+
+# ---------------------------------------------------------------- TFLite elementwise multipliers
+# (ADD/SUB, MUL, QUANTIZE as a requantization, uint8 CONCATENATION; each derivation below is
+# the one the TFLite interpreter's reference kernels were measured to use.)
+TFLITE_ADD_LEFT_SHIFT = 20  # int8/uint8 ADD and SUB scale inputs up by 2^20 first
+
+
+def tflite_add_multipliers(a_scale: float, b_scale: float, out_scale: float, *,
+                           single_rounding: bool = False) -> list[tuple[int, int]]:
+    """(multiplier, shift) of input a, input b and the output for TFLite's 8-bit ADD/SUB.
+
+    In double: ``t = 2 * max(a, b)``, inputs ``a / t`` and ``b / t``, output
+    ``t / (2^20 * out)``. TFLite requires every shift <= 0 (``...SmallerThanOneExp``); the
+    caller checks the output's (the inputs' always hold).
+    """
+    t = 2.0 * max(float(f64(a_scale)), float(f64(b_scale)))
+    reals = (float(f64(a_scale)) / t, float(f64(b_scale)) / t,
+             t / (2.0 ** TFLITE_ADD_LEFT_SHIFT * float(f64(out_scale))))
+    return [quantize_multiplier(r, single_rounding=single_rounding) for r in reals]
+
+
+def tflite_mul_multiplier(a_scale: float, b_scale: float, out_scale: float, *,
+                          single_rounding: bool = False) -> tuple[int, int]:
+    """TFLite 8-bit MUL: ``f32(f32(a * b) / out)`` (float32 arithmetic, then widened)."""
+    real = np.float32(np.float32(np.float32(a_scale) * np.float32(b_scale))
+                      / np.float32(out_scale))
+    return quantize_multiplier(float(real), single_rounding=single_rounding)
+
+
+def tflite_requantize_multiplier(in_scale: float, out_scale: float, *,
+                                 single_rounding: bool = False) -> tuple[int, int]:
+    """TFLite QUANTIZE on integer input: ``double(in) / double(out)``."""
+    return quantize_multiplier(float(f64(in_scale) / f64(out_scale)),
+                               single_rounding=single_rounding)
+
+
+def tflite_concat_scaling(in_scale: float, in_zp: int, out_scale: float) \
+        -> tuple[np.float32, np.float32]:
+    """TFLite uint8 CONCATENATION rescaling constants (float32): ``scale = in * f32(1 / out)``
+    and ``bias = f32(-in_zp) * scale``; ``in_zp`` is the stored (uint8) zero point."""
+    scale = np.float32(np.float32(in_scale) * np.float32(np.float32(1.0) / np.float32(out_scale)))
+    return scale, np.float32(np.float32(-in_zp) * scale)

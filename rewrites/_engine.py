@@ -18,7 +18,7 @@ from canonqnn import _tvm
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, UINT8_ATTR
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, SOURCE_OPS_ATTR, UINT8_ATTR
 
 MAX_ITERATIONS = 8
 
@@ -85,10 +85,12 @@ class Context:
     """What rules see: bindings (already rewritten), use counts, an emitter."""
 
     def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str],
-                 source: str = "onnx", rounding: str = "rne_f32") -> None:
+                 source: str = "onnx", rounding: str = "rne_f32",
+                 source_ops: dict[str, str] | None = None) -> None:
         self._mutator = mutator
         self._uses = uses
         self._uint8 = uint8_tensors
+        self._source_ops = source_ops or {}
         self.binding_var: Any = None  # the variable whose value is being rewritten
         # The runtime whose arithmetic the canonical ops must reproduce ("onnx" = onnxruntime),
         # from the interface the frontend recorded; lookup tables are built the way it computes.
@@ -102,6 +104,12 @@ class Context:
         var = self.binding_var if var is None else var
         return "uint8" if isinstance(var, relax.Var) and _tvm.var_name(var) in self._uint8 \
             else "int8"
+
+    def source_op(self, var: Any | None = None) -> str | None:
+        """The source operator the frontend recorded for the variable ``var`` (default: the
+        binding being rewritten), e.g. ``"FULLY_CONNECTED"``; None when none was recorded."""
+        var = self.binding_var if var is None else var
+        return self._source_ops.get(_tvm.var_name(var)) if isinstance(var, relax.Var) else None
 
     def value(self, expr: Any) -> Any:
         """The expression bound to ``expr`` if it is a variable bound in this function."""
@@ -130,10 +138,11 @@ class Context:
 @relax.expr_functor.mutator
 class _PhaseMutator(relax.expr_functor.PyExprMutator):
     def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter,
-                 uint8_tensors: frozenset[str], source: str, rounding: str) -> None:
+                 uint8_tensors: frozenset[str], source: str, rounding: str,
+                 source_ops: dict[str, str]) -> None:
         super().__init__(mod)
         self.rules = rules
-        self.ctx = Context(self, uses, uint8_tensors, source, rounding)
+        self.ctx = Context(self, uses, uint8_tensors, source, rounding, source_ops)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
 
@@ -165,6 +174,14 @@ def uint8_tensors(func: Any) -> frozenset[str]:
     if attrs is None or UINT8_ATTR not in attrs:
         return frozenset()
     return frozenset(str(n) for n in attrs[UINT8_ATTR])
+
+
+def source_ops(func: Any) -> dict[str, str]:
+    """The frontend's record of which source operator produced some variables."""
+    attrs = func.attrs
+    if attrs is None or SOURCE_OPS_ATTR not in attrs:
+        return {}
+    return {str(k): str(v) for k, v in attrs[SOURCE_OPS_ATTR].items()}
 
 
 def count_uses(func: Any) -> Counter:
@@ -213,7 +230,7 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[
         if not isinstance(func, relax.Function):
             continue
         mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func), source,
-                                 rounding)
+                                 rounding, source_ops(func))
         new = mutator.visit_expr(func)
         mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)

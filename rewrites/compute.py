@@ -157,7 +157,7 @@ def fold_conv2d(ctx: Context, call: Any):
         x.operand, w.operand, bias, x.qparams, w.qparams, out.qparams,
         strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"],
         act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
-        rounding=ctx.rounding)
+        rounding=ctx.rounding, source_dtype=ctx.source_dtype(x.operand))
 
 
 TRANSPOSE_LAYOUTS = {CONV2D_T: ("NCHW", "IOHW"), CONV1D_T: ("NCW", "IOW")}
@@ -270,6 +270,15 @@ def _accumulation(ctx: Context, a: Any, b: Any) -> str:
     return "exact"
 
 
+def _matmul_source_op(ctx: Context, b: Any) -> str:
+    """Which TFLite kernel a matmul reproduces under the Q31 roundings: the frontend records
+    it; otherwise a constant B is a fully connected layer's weight."""
+    recorded = ctx.source_op()
+    if recorded in ("FULLY_CONNECTED", "BATCH_MATMUL"):
+        return recorded.lower()
+    return "fully_connected" if _tvm.is_const(b) else "batch_matmul"
+
+
 def fold_matmul(ctx: Context, call: Any):
     out = output(call) or accumulator(call)
     if out is None:
@@ -339,7 +348,8 @@ def fold_matmul(ctx: Context, call: Any):
     result = matmul_ops.matmul(
         a_q, b_q, bias, a.qparams, b_qp, out.qparams, alpha=alpha,
         act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
-        accumulate=_accumulation(ctx, a.operand, b.operand), rounding=ctx.rounding)
+        accumulate=_accumulation(ctx, a.operand, b.operand), rounding=ctx.rounding,
+        source_op=_matmul_source_op(ctx, b.operand))
     if len(a_shape) == 1 or len(b_shape) == 1:
         result = ctx.emit(result)
         out_qp = out.qparams

@@ -68,7 +68,8 @@ def fold_concat(ctx: Context, call: Any):
             return why
     axis = int(_tvm.attrs_dict(inner)["axis"]) % len(_tvm.shape_of(parts[0].operand))
     return movement.concat([p.operand for p in parts], [p.qparams for p in parts],
-                           out.qparams, axis, rounding=ctx.rounding)
+                           out.qparams, axis, rounding=ctx.rounding,
+                           source_dtype=ctx.source_dtype())
 
 
 def fold_requantize(ctx: Context, call: Any):

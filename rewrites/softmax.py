@@ -12,12 +12,21 @@ arithmetic differs from a float softmax, whenever its QDQ selector accepts the g
 output of the same 8-bit type, the Softmax's only consumer a Q (or one Relu/Clip the Q makes
 redundant, then one Q). Anything else runs as float Softmax (MLAS) then QuantizeLinear; the
 rule declines those groups so that they stay float, as in onnxruntime.
+
+TFLite-source modules (rounding q31_*) hold SOFTMAX in the frontend's form
+
+    q(softmax(dq(x), axis))  or  q(softmax(multiply(dq(x), f32 beta), axis))  -> canonqnn.softmax
+
+(axis: the last one, or 1 of an NCHW tensor; the op runs along any single axis), with
+TFLite's gemmlowp arithmetic and ``beta``. Groups TFLite's kernel refuses decline, named.
 """
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+import numpy as np
 
 from canonqnn import _tvm
 from canonqnn.ops import movement
@@ -27,7 +36,7 @@ from canonqnn.qdq import QUANTIZE
 from ._engine import Context, Decline, Rule
 from ._match import CLIP, FULL_RANGE, RELU, Activation, dequantized, output, per_tensor_int8
 
-SOFTMAX, RESHAPE = "relax.nn.softmax", "relax.reshape"
+SOFTMAX, RESHAPE, MULTIPLY = "relax.nn.softmax", "relax.reshape", "relax.multiply"
 UNFUSED = "onnxruntime does not fuse this group into QLinearSoftmax (it runs float Softmax " \
           "then QuantizeLinear): "
 
@@ -64,10 +73,66 @@ def _flattened_to_2d(ctx: Context, y: Any):
     return inner, flat
 
 
+def _beta_product(ctx: Context, expr: Any) -> tuple[Any, float]:
+    """``(x, beta)`` for ``multiply(x, f32 scalar constant)`` (either order), else (expr, 1)."""
+    mul = ctx.call(expr, MULTIPLY)
+    if mul is None or not ctx.single_use(expr):
+        return expr, 1.0
+    for x, c in (mul.args, mul.args[::-1]):
+        if _tvm.is_const(c) and _tvm.dtype_of(c) == "float32" and _tvm.const_value(c).size == 1:
+            return x, float(_tvm.const_value(c).reshape(()))
+    return expr, 1.0
+
+
+def _tflite_output_refusal(out_qp, source: str) -> str | None:
+    """Why TFLite's SOFTMAX Prepare refuses these output parameters (None: it accepts them).
+    Measured: int8 requires zero point -128 and |scale - 1/256| <= 0.001 / 256 in float32;
+    uint8 checks nothing (its kernel writes (1/256, 0) codes whatever the parameters say)."""
+    if source == "uint8":
+        return None
+    lsb = np.float32(1.0) / np.float32(256.0)
+    if abs(np.float32(out_qp.scalar_scale) - lsb) > np.float32(0.001) * lsb:
+        return f"output scale {out_qp.scalar_scale!r} (it must be 1/256 within 0.1%)"
+    if out_qp.scalar_zp != -128:
+        return f"zero point {out_qp.scalar_zp} (it must be -128)"
+    return None
+
+
+def fold_tflite_softmax(ctx: Context, out: Any):
+    """q(softmax(dq x [* beta], axis)) of a TFLite-source module -> canonqnn.softmax (q31)."""
+    inner = ctx.call(out.operand, SOFTMAX)
+    if inner is None:
+        return None
+    at = out.operand
+    if not ctx.single_use(at):
+        return Decline("the softmax result has other users (TFLite's SOFTMAX writes only the "
+                       "quantized result)", at)
+    operand, beta = _beta_product(ctx, inner.args[0])
+    x = dequantized(ctx, operand)
+    if x is None:
+        return Decline("input is not dequantized from int8 (times a float32 beta)", at)
+    if (why := per_tensor_int8(x, "input", at)) is not None:
+        return why
+    source = ctx.source_dtype(x.operand)
+    if source != ctx.source_dtype():
+        return Decline(f"TFLite's 8-bit SOFTMAX needs one type: {source} input, "
+                       f"{ctx.source_dtype()} output", at)
+    if (why := _tflite_output_refusal(out.qparams, source)) is not None:
+        return Decline(f"TFLite's int8 SOFTMAX requires output (1/256, -128): {why}", at)
+    if not np.float32(beta) * np.float64(x.qparams.scalar_scale) * 2.0 ** 26 > 1.0:
+        return Decline(f"TFLite's SOFTMAX requires in_scale * beta * 2^26 > 1 (in_scale "
+                       f"{x.qparams.scalar_scale!r}, beta {beta!r})", at)
+    axis = int(_tvm.attrs_dict(inner)["axis"])
+    return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source,
+                              rounding=ctx.rounding, beta=beta)
+
+
 def fold_softmax(ctx: Context, call: Any):
     out = output(call)
     if out is None or out.qparams.dtype != "int8":
         return None
+    if ctx.source == "tflite":
+        return fold_tflite_softmax(ctx, out)
     y, act = _one_activation(ctx, out.operand)
     flattened = _flattened_to_2d(ctx, y)
     inner, flat = flattened if flattened else (ctx.call(y, SOFTMAX), None)
@@ -100,5 +165,6 @@ def fold_softmax(ctx: Context, call: Any):
 
 RULES = (
     Rule("softmax", QUANTIZE, fold_softmax,
-         "q(softmax(dq x)) -> canonqnn.softmax (also ONNX < 13 row-flattened softmax)"),
+         "q(softmax(dq x)) -> canonqnn.softmax (also ONNX < 13 row-flattened softmax; "
+         "TFLite: q(softmax(dq x * beta)))"),
 )

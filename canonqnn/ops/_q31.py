@@ -75,20 +75,24 @@ def _c(value: int, dtype: str = "int64"):
 
 
 def te_srdhm(a, b):
-    """TE twin of ``srdhm`` (int32 operands, int32 result)."""
+    """TE twin of ``srdhm`` (int32 operands, int32 result).
+
+    ``(a*b + 2^30) >> 31`` equals the nudged C division for both signs (for a negative
+    product, ``trunc((p + 1 - 2^30) / 2^31) = floor((p + 2^30) / 2^31)``); reading the product
+    once keeps TVM's simplifier from expanding it. The INT32_MIN * INT32_MIN case gives
+    2^31, which the min saturates.
+    """
     ab = a.astype("int64") * b.astype("int64")
-    nudge = tirx.Select(ab >= _c(0), _c(1 << 30), _c(1 - (1 << 30)))
-    out = tirx.truncdiv(ab + nudge, _c(1 << 31)).astype("int32")
-    both_min = tirx.all(a == _c(INT32_MIN, "int32"), b == _c(INT32_MIN, "int32"))
-    return tirx.Select(both_min, _c(INT32_MAX, "int32"), out)
+    return tirx.min((ab + _c(1 << 30)) >> _c(31), _c(INT32_MAX)).astype("int32")
 
 
 def te_rounding_divide_by_pot(x, exponent):
-    """TE twin of ``rounding_divide_by_pot`` (int32 ``x``, int32 ``exponent`` >= 0)."""
-    one = _c(1, "int32")
-    mask = (one << exponent) - one
-    threshold = (mask >> one) + tirx.Select(x < _c(0, "int32"), one, _c(0, "int32"))
-    return (x >> exponent) + tirx.Select((x & mask) > threshold, one, _c(0, "int32"))
+    """TE twin of ``rounding_divide_by_pot`` (int32 ``x``, int32 ``exponent`` >= 0): ties away
+    from zero as ``(x + half - [x < 0 and half > 0]) >> exponent``, in int64."""
+    x64, e64 = x.astype("int64"), exponent.astype("int64")
+    half = (_c(1) << e64) >> _c(1)
+    negative_tie_fix = tirx.Select(tirx.all(x64 < _c(0), half > _c(0)), _c(1), _c(0))
+    return ((x64 + half - negative_tie_fix) >> e64).astype("int32")
 
 
 def te_multiply_by_quantized_multiplier(x, multiplier, shift, rounding: str):

@@ -5,6 +5,16 @@
     y = requant_accumulator(acc, M[o], out_zp, act_min, act_max)
     M[o] = f32(f32(x_scale * w_scale[o]) / out_scale)          (rounding rne_f32)
 
+With a Q31 rounding (``q31_double``, ``q31_single``) the op is TFLite's reference CONV_2D /
+DEPTHWISE_CONV_2D kernel: ``y = clamp(MBQM(acc, m[o], shift[o]) + out_zp, act_min, act_max)``
+with ``(m, shift) = QuantizeMultiplier(real[o])`` and, as measured on the interpreter,
+
+    real[o] = f64(x_scale) * f64(w_scale[o]) / f64(out_scale)      (source_dtype int8)
+    real[o] = f64(f32(x_scale * w_scale[o])) / f64(out_scale)      (source_dtype uint8)
+
+(int8 kernels derive per-channel multipliers in double; the uint8 kernels take the product of the
+two float32 scales first). ``source_dtype`` has no effect under ``rne_f32``.
+
 ``xpad`` pads with ``x_zp`` (real zero). With ``out_dtype="int32"`` the op returns ``acc``
 itself (ONNX ConvInteger); the multiplier must then be exactly 1 and ``out_zp`` 0.
 """
@@ -17,12 +27,14 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, topi
-from ..qparams import QParams, accumulator_multiplier
+from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, register
 from ._requant import requant_accumulator, te_requant_accumulator
 
 ATTRS = ("x_scale", "x_zp", "out_scale", "out_zp", "strides", "padding", "dilation", "groups",
-         "act_min", "act_max", "rounding", "out_dtype")
+         "act_min", "act_max", "rounding", "out_dtype", "source_dtype")
+SOURCE_DTYPES = ("int8", "uint8")
 
 
 def out_hw(h: int, w: int, kh: int, kw: int, a: dict[str, Any]) -> tuple[int, int]:
@@ -40,6 +52,22 @@ def _infer(call: Any) -> Any:
 def multiplier(a: dict[str, Any], w_scale: np.ndarray, channels: int) -> np.ndarray:
     m = accumulator_multiplier(a["x_scale"], w_scale, a["out_scale"])
     return np.broadcast_to(m, (channels,)).astype(np.float32)
+
+
+def q31_real_multiplier(a: dict[str, Any], w_scale: np.ndarray, channels: int) -> np.ndarray:
+    """TFLite's per-channel real multiplier, in double (see the module doc)."""
+    ws = np.broadcast_to(np.asarray(w_scale, np.float32).reshape(-1), (channels,))
+    xs, ys = np.float32(a["x_scale"]), np.float64(np.float32(a["out_scale"]))
+    if a.get("source_dtype", "int8") == "uint8":
+        return (xs * ws).astype(np.float32).astype(np.float64) / ys
+    return np.float64(xs) * ws.astype(np.float64) / ys
+
+
+def q31_multipliers(a: dict[str, Any], w_scale: np.ndarray, channels: int):
+    """``(m[o], shift[o])`` int32 arrays: TFLite ``QuantizeMultiplier`` of the real multipliers
+    (with the single-rounding build's shift cap under ``q31_single``)."""
+    return quantize_multipliers(q31_real_multiplier(a, w_scale, channels),
+                                single_rounding=a["rounding"] == "q31_single")
 
 
 def reference(x, w, bias, w_scale, w_zp, **a) -> np.ndarray:
@@ -63,6 +91,10 @@ def reference(x, w, bias, w_scale, w_zp, **a) -> np.ndarray:
     acc = (acc + bias.astype(np.int64)[None, :, None, None]).astype(np.int32)
     if a["out_dtype"] == "int32":
         return acc
+    if a["rounding"] in Q31_ROUNDINGS:
+        m, shift = q31_multipliers(a, w_scale, o)
+        return requant_q31(acc, m[None, :, None, None], shift[None, :, None, None], a["out_zp"],
+                           a["act_min"], a["act_max"], a["rounding"])
     m = multiplier(a, w_scale, o)[None, :, None, None]
     return requant_accumulator(acc, m, a["out_zp"], a["act_min"], a["act_max"])
 
@@ -73,8 +105,19 @@ def _legalize(bb: Any, call: Any) -> Any:
     o = _tvm.shape_of(w)[0]
     wzp = _tvm.const_value(w_zp)
     symmetric = not np.any(wzp)
-    mult = _tvm.const(multiplier(a, _tvm.const_value(w_scale), o), "float32")
+    q31 = a["rounding"] in Q31_ROUNDINGS
+    if q31:  # int32 multiplier and shift per channel
+        m, shift = q31_multipliers(a, _tvm.const_value(w_scale), o)
+        mult = _tvm.const(np.stack([m, shift]), "int32")
+    else:
+        mult = _tvm.const(multiplier(a, _tvm.const_value(w_scale), o), "float32")
     wzp_const = _tvm.const(np.broadcast_to(wzp, (o,)).astype(np.int32), "int32")
+
+    def requant(acc, mult, oo):
+        if q31:
+            return te_requant_q31(acc, mult[0, oo], mult[1, oo], a["out_zp"], a["act_min"],
+                                  a["act_max"], a["rounding"])
+        return te_requant_accumulator(acc, mult[oo], a["out_zp"], a["act_min"], a["act_max"])
 
     def compute(x, w, bias, mult, wzp):
         n, c, h, wd = (int(d) for d in x.shape)
@@ -99,9 +142,8 @@ def _legalize(bb: Any, call: Any) -> Any:
         if a["out_dtype"] == "int32":
             return te.compute(acc.shape, lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
                               name="conv2d_acc")
-        return te.compute(acc.shape, lambda nn, oo, i, j: te_requant_accumulator(
-            acc[nn, oo, i, j] + bias[oo], mult[oo], a["out_zp"], a["act_min"], a["act_max"]),
-            name="requant")
+        return te.compute(acc.shape, lambda nn, oo, i, j: requant(
+            acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 
@@ -118,14 +160,21 @@ CONV2D = register(CanonicalOp(
     constraints="x int8 NCHW, w int8 OIHW (constant or not), bias int32 [O], "
                 "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
                 "out_dtype int8, or int32 with "
-                "multiplier exactly 1 and out_zp 0",
+                "multiplier exactly 1 and out_zp 0; source_dtype int8 or uint8 (the TFLite "
+                "kernel whose multiplier a Q31 rounding reproduces)",
+    roundings=("rne_f32", *Q31_ROUNDINGS),
 ))
 
 
 def conv2d(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QParams, out_qp: QParams, *,
            strides, padding, dilation, groups: int, act: tuple[int, int] = (-128, 127),
-           rounding: str = "rne_f32") -> Any:
-    """Build ``canonqnn.conv2d``; ``out_qp.dtype`` int32 means the raw accumulator."""
+           rounding: str = "rne_f32", source_dtype: str = "int8") -> Any:
+    """Build ``canonqnn.conv2d``; ``out_qp.dtype`` int32 means the raw accumulator.
+
+    ``source_dtype="uint8"``: the model's tensors were uint8 (TFLite derives the Q31 multiplier
+    of its uint8 kernels differently)."""
+    if source_dtype not in SOURCE_DTYPES:
+        raise ValueError(f"canonqnn.conv2d: unknown source_dtype {source_dtype!r}")
     o = _tvm.shape_of(w)[0]
     return CONV2D.call(
         [x, w, _tvm.const(np.asarray(bias, np.int32).reshape(o), "int32"),
@@ -133,5 +182,6 @@ def conv2d(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QParams, out_q
         dict(x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
              out_zp=out_qp.scalar_zp, strides=list(strides), padding=list(padding),
              dilation=list(dilation), groups=int(groups), act_min=int(act[0]),
-             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype),
+             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
+             source_dtype=source_dtype),
     )

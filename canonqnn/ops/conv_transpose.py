@@ -11,6 +11,11 @@ or one value. The op is defined and lowered as ``canonqnn.conv2d`` of the input 
 strides (inserted taps hold ``x_zp``, real zero), padded by ``dh*(kh-1) - pt`` before and
 ``dh*(kh-1) - pb + oph`` after (cropped where that is negative), with the kernel flipped and
 regrouped to OIHW: the same integer sum, and conv2d's requantization.
+
+With a Q31 rounding the op is TFLite's reference TRANSPOSE_CONV kernel (int8): the same
+accumulator plus bias, then conv2d's Q31 requantization with the double-precision multiplier
+``f64(x_scale) * f64(w_scale[o]) / f64(out_scale)`` (measured on the interpreter, per-channel
+and per-tensor weights alike).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
 from . import conv
+from ._q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, register
 
 ATTRS = ("x_scale", "x_zp", "out_scale", "out_zp", "strides", "padding", "output_padding",
@@ -61,7 +67,8 @@ def conv2d_attrs(a: dict[str, Any]) -> dict[str, Any]:
     return dict(x_scale=a["x_scale"], x_zp=a["x_zp"], out_scale=a["out_scale"],
                 out_zp=a["out_zp"], strides=[1, 1], padding=[0, 0, 0, 0],
                 dilation=list(a["dilation"]), groups=a["groups"], act_min=a["act_min"],
-                act_max=a["act_max"], rounding=a["rounding"], out_dtype="int8")
+                act_max=a["act_max"], rounding=a["rounding"], out_dtype="int8",
+                source_dtype="int8")
 
 
 # ---------------------------------------------------------------- numpy
@@ -153,6 +160,7 @@ CONV2D_TRANSPOSE = register(CanonicalOp(
     constraints="x int8 NCHW, w int8 [C, O/G, kh, kw] (constant or not), bias int32 [O], "
                 "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
                 "output size >= 1",
+    roundings=("rne_f32", *Q31_ROUNDINGS),
 ))
 
 

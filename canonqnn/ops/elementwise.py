@@ -22,6 +22,15 @@ sub (onnxruntime has no quantized Sub: DequantizeLinear, float Sub, QuantizeLine
 values do not depend on the stored dtype, so there is no source_dtype):
     d = f32(f32(f32(a - a_zp) * a_scale) - f32(f32(b - b_zp) * b_scale))
     y = clamp(RNE(f32(d / out_scale)), act_min - out_zp, act_max - out_zp) + out_zp
+
+Roundings ``q31_double`` / ``q31_single`` reproduce the TFLite interpreter's reference kernels
+(ADD, SUB, MUL; int8 and uint8 compute the same integers after the shift by 128, so
+``source_dtype`` does not matter there). MBQM = MultiplyByQuantizedMultiplier (canonqnn/ops/_q31.py)
+with the op's rounding; multipliers from ``qparams.tflite_add_multipliers`` /
+``tflite_mul_multiplier``:
+    add/sub: A = MBQM((a - a_zp) * 2^20, mA, sA),  B = MBQM((b - b_zp) * 2^20, mB, sB)
+             y = clamp(MBQM(A +/- B, mO, sO) + out_zp, act_min, act_max)
+    mul:     y = clamp(MBQM((a - a_zp) * (b - b_zp), m, s) + out_zp, act_min, act_max)
 """
 
 from __future__ import annotations
@@ -32,8 +41,11 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
-from ..qparams import QParams
-from ._registry import CanonicalOp, register
+from ..qparams import (TFLITE_ADD_LEFT_SHIFT, QParams, tflite_add_multipliers,
+                       tflite_mul_multiplier)
+from ._q31 import (Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31,
+                   te_multiply_by_quantized_multiplier, te_requant_q31)
+from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 
 ATTRS = ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "act_min", "act_max",
@@ -95,6 +107,8 @@ def _add_constants(a: dict) -> tuple[np.float32, np.float32, np.float32]:
 
 
 def add_reference(x, y, **a) -> np.ndarray:
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _add_sub_q31_reference(x, y, 1, a)
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = _add_constants(a)
     xf, yf = (x.astype(np.int32) + o).astype(F32), (y.astype(np.int32) + o).astype(F32)
@@ -133,6 +147,8 @@ def _broadcast_compute(name: str, elem):
 
 def _add_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _add_sub_q31_legalize(bb, call, 1, "add")
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = (_f(v) for v in _add_constants(a))
     a_first = not a_is_span_scalar(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
@@ -155,6 +171,11 @@ def _mul_ratio(a: dict) -> np.float32:
 
 
 def mul_reference(x, y, **a) -> np.ndarray:
+    if a["rounding"] in Q31_ROUNDINGS:
+        m, shift = _mul_q31_multiplier(a)
+        acc = (x.astype(np.int64) - a["a_zp"]) * (y.astype(np.int64) - a["b_zp"])
+        return requant_q31(acc, m, shift, a["out_zp"], a["act_min"], a["act_max"],
+                           a["rounding"])
     o = storage_offset(a["source_dtype"])
     p = (x.astype(np.int32) - a["a_zp"]) * (y.astype(np.int32) - a["b_zp"])
     t = ((p.astype(F32) * _mul_ratio(a)).astype(F32) + F32(a["out_zp"] + o)).astype(F32)
@@ -163,6 +184,8 @@ def mul_reference(x, y, **a) -> np.ndarray:
 
 def _mul_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _mul_q31_legalize(bb, call)
     o = storage_offset(a["source_dtype"])
     ratio = _f(_mul_ratio(a))
 
@@ -178,20 +201,25 @@ def _mul_legalize(bb: Any, call: Any) -> Any:
 
 ADD = register(CanonicalOp(
     name="add",
-    summary="int8 + int8 -> int8 with broadcasting (onnxruntime QLinearAdd arithmetic)",
+    summary="int8 + int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearAdd "
+            "arithmetic; q31: TFLite ADD)",
     args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_add_legalize,
     reference=add_reference,
-    constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
+    constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8; "
+                "q31: 2 * max(a_scale, b_scale) < 2^20 * out_scale (as TFLite)",
     family="elementwise",
+    roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
 
 MUL = register(CanonicalOp(
     name="mul",
-    summary="int8 * int8 -> int8 with broadcasting (onnxruntime QLinearMul arithmetic)",
+    summary="int8 * int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearMul "
+            "arithmetic; q31: TFLite MUL)",
     args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_mul_legalize,
     reference=mul_reference,
     constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
     family="elementwise",
+    roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
 
 # ---------------------------------------------------------------- sub
@@ -205,6 +233,8 @@ def _real(q, scale: float, zp: int) -> np.ndarray:
 
 
 def sub_reference(x, y, **a) -> np.ndarray:
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _add_sub_q31_reference(x, y, -1, a)
     d = (_real(x, a["a_scale"], a["a_zp"]) - _real(y, a["b_scale"], a["b_zp"])).astype(F32)
     # QuantizeLinear divides; requant_accumulator's multiply by 1 keeps that quotient exact
     v = (d / F32(a["out_scale"])).astype(F32)
@@ -213,6 +243,8 @@ def sub_reference(x, y, **a) -> np.ndarray:
 
 def _sub_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
+    if a["rounding"] in Q31_ROUNDINGS:
+        return _add_sub_q31_legalize(bb, call, -1, "sub")
 
     def real(v, scale, zp):
         # fenced: LLVM would otherwise fuse one product into the subtraction (an FMA)
@@ -229,28 +261,104 @@ def _sub_legalize(bb: Any, call: Any) -> Any:
 
 SUB = register(CanonicalOp(
     name="sub",
-    summary="int8 - int8 -> int8 with broadcasting (onnxruntime: dequantize, float Sub, "
-            "quantize)",
+    summary="int8 - int8 -> int8 with broadcasting (rne_f32: onnxruntime's dequantize, float "
+            "Sub, quantize; q31: TFLite SUB)",
     args=("a", "b"), attrs=SUB_ATTRS, infer=_out_shape, legalize=_sub_legalize,
     reference=sub_reference,
-    constraints="a, b int8 per tensor, numpy-broadcastable",
+    constraints="a, b int8 per tensor, numpy-broadcastable; q31: 2 * max(a_scale, b_scale) "
+                "< 2^20 * out_scale (as TFLite)",
     family="elementwise",
+    roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
 
 
 def sub(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
         act=(-128, 127), rounding: str = "rne_f32") -> Any:
     """Build ``canonqnn.sub`` (a - b)."""
-    return SUB.call([a_q, b_q], dict(
+    attrs = dict(
         a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, b_scale=b_qp.scalar_scale,
         b_zp=b_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
-        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))
+        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding)
+    if rounding in Q31_ROUNDINGS:
+        _add_q31_multipliers(attrs)  # raises where TFLite refuses the parameters
+    return SUB.call([a_q, b_q], attrs)
 
 
 def binary(op: CanonicalOp, a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
            *, act=(-128, 127), source_dtype: str = "int8", rounding: str = "rne_f32") -> Any:
     """Build ``canonqnn.add`` / ``canonqnn.mul``."""
-    return op.call([a_q, b_q], dict(
+    attrs = dict(
         a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, b_scale=b_qp.scalar_scale,
         b_zp=b_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
-        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding, source_dtype=source_dtype))
+        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding, source_dtype=source_dtype)
+    if op is ADD and rounding in Q31_ROUNDINGS:
+        _add_q31_multipliers(attrs)  # raises where TFLite refuses the parameters
+    return op.call([a_q, b_q], attrs)
+
+
+# ---------------------------------------------------------------- q31 roundings (TFLite)
+def _add_q31_multipliers(a: dict) -> list[tuple[int, int]]:
+    """Input a, input b and output (multiplier, shift) of TFLite's 8-bit ADD/SUB."""
+    mults = tflite_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"],
+                                   single_rounding=a["rounding"] == "q31_single")
+    if mults[2][1] > 0:
+        # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
+        raise UnsupportedRounding(
+            f"TFLite's ADD/SUB needs 2 * max(a_scale, b_scale) < 2^20 * out_scale; got "
+            f"a_scale {a['a_scale']!r}, b_scale {a['b_scale']!r}, out_scale {a['out_scale']!r}")
+    return mults
+
+
+def _add_sub_q31_reference(x, y, sign: int, a: dict) -> np.ndarray:
+    (ma, sa), (mb, sb), (mo, so) = _add_q31_multipliers(a)
+    r = a["rounding"]
+    xs = multiply_by_quantized_multiplier(
+        (x.astype(np.int64) - a["a_zp"]) << TFLITE_ADD_LEFT_SHIFT, ma, sa, r)
+    ys = multiply_by_quantized_multiplier(
+        (y.astype(np.int64) - a["b_zp"]) << TFLITE_ADD_LEFT_SHIFT, mb, sb, r)
+    return requant_q31(xs + sign * ys, mo, so, a["out_zp"], a["act_min"], a["act_max"], r)
+
+
+def _i32(value: int):
+    return tirx.const(int(value), "int32")
+
+
+def _add_sub_q31_legalize(bb: Any, call: Any, sign: int, name: str) -> Any:
+    a = _tvm.attrs_dict(call)
+    (ma, sa), (mb, sb), (mo, so) = _add_q31_multipliers(a)
+    r, up = a["rounding"], _i32(1 << TFLITE_ADD_LEFT_SHIFT)
+
+    def scaled(t, zp, m, shift, tag):
+        # each input is scaled on its own shape, in its own stage: nesting the three MBQM
+        # expressions in one stage makes TVM's simplifier run for minutes
+        return te.compute(t.shape, lambda *i: te_multiply_by_quantized_multiplier(
+            (t(*i).astype("int32") - _i32(zp)) * up, _i32(m), _i32(shift), r), name=tag)
+
+    def out(xs, ys):
+        raw = xs + ys if sign > 0 else xs - ys
+        return te_requant_q31(raw, _i32(mo), _i32(so), a["out_zp"], a["act_min"], a["act_max"],
+                              r)
+
+    def compute(x, y):
+        return _broadcast_compute(name, out)(scaled(x, a["a_zp"], ma, sa, "scaled_a"),
+                                             scaled(y, a["b_zp"], mb, sb, "scaled_b"))
+
+    return bb.call_te(compute, call.args[0], call.args[1], primfunc_name_hint=f"canonqnn_{name}")
+
+
+def _mul_q31_multiplier(a: dict) -> tuple[int, int]:
+    return tflite_mul_multiplier(a["a_scale"], a["b_scale"], a["out_scale"],
+                                 single_rounding=a["rounding"] == "q31_single")
+
+
+def _mul_q31_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    m, shift = _mul_q31_multiplier(a)
+
+    def elem(xv, yv):
+        acc = (xv.astype("int32") - _i32(a["a_zp"])) * (yv.astype("int32") - _i32(a["b_zp"]))
+        return te_requant_q31(acc, _i32(m), _i32(shift), a["out_zp"], a["act_min"],
+                              a["act_max"], a["rounding"])
+
+    return bb.call_te(_broadcast_compute("mul", elem), call.args[0], call.args[1],
+                      primfunc_name_hint="canonqnn_mul")

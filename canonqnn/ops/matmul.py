@@ -17,6 +17,19 @@ the zero points are applied exactly afterwards:
           - b_zp[n] * sum_k A[k] - A_zp * sum_k b[k] + K * A_zp * b_zp[n] + bias[n]
 
 with ``A_zp = a_zp + 128``. Where no pair sum leaves int16 this is the exact accumulator.
+
+Q31 roundings (``q31_double``, ``q31_single``; ``alpha`` 1, ``accumulate`` exact) reproduce
+TFLite's reference kernels, chosen by ``source_op`` (measured on the interpreter):
+
+- ``batch_matmul`` (BATCH_MATMUL): ``y = clamp(MBQM(acc, m, shift) + out_zp)`` with
+  ``(m, shift) = QuantizeMultiplier(f64(f32(a_scale * b_scale[n])) / f64(out_scale))``.
+- ``fully_connected`` (FULLY_CONNECTED, int8 and uint8, per-tensor or per-column weights):
+  ``M[n] = f64(a_scale) * f64(b_scale[n]) / f64(out_scale)`` and, under ``q31_double``,
+  ``y = clamp(round_half_away(f64(acc) * M[n]) + out_zp)`` evaluated in double precision
+  (the interpreter's reference kernel rounds the exact-to-double product, not a Q31 one);
+  under ``q31_single``, ``MBQM_single(acc, QuantizeMultiplier(M[n]))``.
+
+``source_op`` has no effect under ``rne_f32``.
 """
 
 from __future__ import annotations
@@ -27,13 +40,15 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
-from ..qparams import QParams, accumulator_multiplier
-from ._registry import CanonicalOp, register
-from ._requant import requant_accumulator, te_requant_accumulator
+from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ._registry import CanonicalOp, UnsupportedRounding, register
+from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 
 ATTRS = ("a_scale", "a_zp", "alpha", "out_scale", "out_zp", "act_min", "act_max", "rounding",
-         "out_dtype", "accumulate")
+         "out_dtype", "accumulate", "source_op")
 ACCUMULATE = ("exact", "u8s8_pair_sat16")
+SOURCE_OPS = ("fully_connected", "batch_matmul")
 UINT8_SHIFT = 128  # a holds uint8 data as a - 128 in the pair-saturating mode
 INT16_MIN, INT16_MAX = -(2 ** 15), 2 ** 15 - 1
 
@@ -52,6 +67,41 @@ def _infer(call: Any) -> Any:
 def multiplier(a: dict[str, Any], b_scale: np.ndarray, n: int) -> np.ndarray:
     m = accumulator_multiplier(a["a_scale"], b_scale, a["out_scale"], a["alpha"])
     return np.broadcast_to(m, (n,)).astype(np.float32)
+
+
+def q31_real_multiplier(a: dict[str, Any], b_scale: np.ndarray, n: int) -> np.ndarray:
+    """TFLite's real multiplier per column, in double (see the module doc)."""
+    bs = np.broadcast_to(np.asarray(b_scale, np.float32).reshape(-1), (n,))
+    xs, ys = np.float32(a["a_scale"]), np.float64(np.float32(a["out_scale"]))
+    if a["source_op"] == "batch_matmul":
+        return (xs * bs).astype(np.float32).astype(np.float64) / ys
+    return np.float64(xs) * bs.astype(np.float64) / ys
+
+
+def _rounds_in_double(a: dict[str, Any]) -> bool:
+    """FULLY_CONNECTED under q31_double: round_half_away(f64(acc) * M), no Q31 multiplier."""
+    return a["source_op"] == "fully_connected" and a["rounding"] == "q31_double"
+
+
+def requant_f64_away(acc, real, zp: int, act_min: int, act_max: int) -> np.ndarray:
+    """``clamp(round_half_away(f64(acc) * real) + zp, act_min, act_max)`` (``real`` float64)."""
+    v = np.asarray(acc).astype(np.float64) * np.asarray(real, np.float64)
+    whole = np.trunc(v)
+    r = whole + np.where(np.abs(v - whole) >= 0.5, np.sign(v), 0.0)
+    return (np.clip(r, act_min - zp, act_max - zp).astype(np.int32) + zp).astype(np.int8)
+
+
+def te_requant_f64_away(acc, real, zp: int, act_min: int, act_max: int):
+    """TE twin of ``requant_f64_away`` for one int32 element (``real`` a float64 load)."""
+    v = te_no_contract(acc.astype("float64") * real, "float64")
+    whole = tirx.trunc(v)
+    half = tirx.const(0.5, "float64")
+    step = tirx.Select(v < tirx.const(0.0, "float64"), tirx.const(-1.0, "float64"),
+                       tirx.const(1.0, "float64"))
+    r = whole + tirx.Select(tirx.abs(v - whole) >= half, step, tirx.const(0.0, "float64"))
+    r = te.max(te.min(r, tirx.const(float(act_max - zp), "float64")),
+               tirx.const(float(act_min - zp), "float64"))
+    return (r.astype("int32") + zp).astype("int8")
 
 
 def _pair_saturated_products(a_q, b_q) -> np.ndarray:
@@ -84,6 +134,13 @@ def reference(a_q, b_q, bias, b_scale, b_zp, **a) -> np.ndarray:
     acc = (acc + bias.astype(np.int64)).astype(np.int32)
     if a["out_dtype"] == "int32":
         return acc
+    if a["rounding"] in Q31_ROUNDINGS:
+        real = q31_real_multiplier(a, b_scale, n)
+        if _rounds_in_double(a):
+            return requant_f64_away(acc, real, a["out_zp"], a["act_min"], a["act_max"])
+        m, shift = quantize_multipliers(real, single_rounding=a["rounding"] == "q31_single")
+        return requant_q31(acc, m, shift, a["out_zp"], a["act_min"], a["act_max"],
+                           a["rounding"])
     return requant_accumulator(acc, multiplier(a, b_scale, n), a["out_zp"], a["act_min"],
                                a["act_max"])
 
@@ -159,18 +216,33 @@ def _legalize(bb: Any, call: Any) -> Any:
     n = b_shape[-1]
     bzp = _tvm.const_value(b_zp)
     symmetric = not np.any(bzp)
-    mult = _tvm.const(multiplier(a, _tvm.const_value(b_scale), n), "float32")
+    q31 = a["rounding"] in Q31_ROUNDINGS
+    if q31 and _rounds_in_double(a):
+        mult = _tvm.const(q31_real_multiplier(a, _tvm.const_value(b_scale), n), "float64")
+    elif q31:  # int32 multiplier and shift per column
+        m, shift = quantize_multipliers(q31_real_multiplier(a, _tvm.const_value(b_scale), n),
+                                        single_rounding=a["rounding"] == "q31_single")
+        mult = _tvm.const(np.stack([m, shift]), "int32")
+    else:
+        mult = _tvm.const(multiplier(a, _tvm.const_value(b_scale), n), "float32")
     bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
     accumulator = (_pair_saturated_accumulator if a.get("accumulate") == "u8s8_pair_sat16"
                    else _exact_accumulator)
+
+    def requant(v, mult, col):
+        lo, hi, zp = a["act_min"], a["act_max"], a["out_zp"]
+        if q31 and _rounds_in_double(a):
+            return te_requant_f64_away(v, mult[col], zp, lo, hi)
+        if q31:
+            return te_requant_q31(v, mult[0, col], mult[1, col], zp, lo, hi, a["rounding"])
+        return te_requant_accumulator(v, mult[col], zp, lo, hi)
 
     def compute(x, w, bias, mult, wzp):
         acc = accumulator(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape)
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
-        return te.compute(shape, lambda *idx: te_requant_accumulator(
-            acc(*idx) + bias[idx[-1]], mult[idx[-1]], a["out_zp"], a["act_min"], a["act_max"]),
-            name="requant")
+        return te.compute(shape, lambda *idx: requant(acc(*idx) + bias[idx[-1]], mult, idx[-1]),
+                          name="requant")
 
     return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
                       primfunc_name_hint="canonqnn_matmul")
@@ -188,16 +260,27 @@ MATMUL = register(CanonicalOp(
     constraints="a int8 [..., M, K] per tensor, b int8 [..., K, N] (constant or not), "
                 "bias int32 [N], b_scale float32 [N] or [], b_zp int8 [N] or []; rank >= 2; "
                 "out_dtype int8, or int32 with multiplier exactly 1 and out_zp 0; "
-                "accumulate exact, or u8s8_pair_sat16 (a holds uint8 data as a - 128)",
+                "accumulate exact, or u8s8_pair_sat16 (a holds uint8 data as a - 128); "
+                "Q31 roundings: alpha 1, accumulate exact, source_op fully_connected or "
+                "batch_matmul (the TFLite kernel reproduced)",
+    roundings=("rne_f32", *Q31_ROUNDINGS),
 ))
 
 
 def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QParams,
            out_qp: QParams, *, alpha: float = 1.0, act: tuple[int, int] = (-128, 127),
-           rounding: str = "rne_f32", accumulate: str = "exact") -> Any:
-    """Build ``canonqnn.matmul``; ``out_qp.dtype`` int32 means the raw accumulator."""
+           rounding: str = "rne_f32", accumulate: str = "exact",
+           source_op: str = "fully_connected") -> Any:
+    """Build ``canonqnn.matmul``; ``out_qp.dtype`` int32 means the raw accumulator.
+
+    ``source_op`` names the TFLite kernel a Q31 rounding reproduces (module doc)."""
     if accumulate not in ACCUMULATE:
         raise ValueError(f"canonqnn.matmul: unknown accumulate {accumulate!r}")
+    if source_op not in SOURCE_OPS:
+        raise ValueError(f"canonqnn.matmul: unknown source_op {source_op!r}")
+    if rounding in Q31_ROUNDINGS and (float(np.float32(alpha)) != 1.0 or accumulate != "exact"):
+        raise UnsupportedRounding(f"canonqnn.matmul: rounding {rounding} needs alpha 1 and "
+                                  f"exact accumulation (TFLite has neither)")
     n = _tvm.shape_of(b_q)[-1]
     bias = np.zeros(n, np.int32) if bias is None else np.asarray(bias, np.int32).reshape(n)
     return MATMUL.call(
@@ -206,5 +289,5 @@ def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QPa
         dict(a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, alpha=float(np.float32(alpha)),
              out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
              act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
-             accumulate=accumulate),
+             accumulate=accumulate, source_op=source_op),
     )

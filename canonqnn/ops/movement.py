@@ -7,6 +7,17 @@ unsqueeze are reshapes. Where a model gives the output other parameters, the op 
 
 Requantization (rounding rne_f32) is ONNX DequantizeLinear then QuantizeLinear in float32:
 ``clamp(RNE(f32(f32(q - in_zp) * in_scale) / out_scale) + out_zp)``.
+
+Roundings ``q31_double`` / ``q31_single`` reproduce the TFLite interpreter's reference kernels:
+``requantize`` is QUANTIZE on integer input (int8/uint8 in and out compute the same integers
+after the shift by 128), ``concat`` is CONCATENATION:
+    requantize: y = clamp(MBQM(q - in_zp, m, s) + out_zp, act_min, act_max),
+                (m, s) = QuantizeMultiplier(double(in_scale) / double(out_scale))
+    concat:     inputs with the output's parameters are copied. TFLite's int8 kernel accepts
+                nothing else; its uint8 kernel rescales in float32 on the stored uint8 values
+                (``source_dtype="uint8"``: u = q + 128, zero points + 128):
+                k = f32(in_scale * f32(1 / out_scale)),  c = f32(-in_zp * k)
+                y = clamp(round_half_away(f32(f32(u * k) + c)) + out_zp, 0, 255) - 128
 """
 
 from __future__ import annotations
@@ -16,10 +27,13 @@ from typing import Any
 import numpy as np
 
 from .. import _tvm
-from .._tvm import te, topi
-from ..qparams import QParams
-from ._registry import CanonicalOp, register
-from ._requant import requant_via_real, te_requant_via_real
+from .._tvm import te, tirx, topi
+from ..qparams import QParams, tflite_concat_scaling, tflite_requantize_multiplier
+from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ._registry import CanonicalOp, UnsupportedRounding, register
+from ._requant import requant_via_real, te_no_contract, te_requant_via_real
+
+F32 = np.float32
 
 
 def _same_type(call: Any, shape) -> Any:
@@ -152,12 +166,31 @@ def max_pool2d(x: Any, qp: QParams, *, pool_size, strides, padding, dilation,
 REQ_ATTRS = ("in_scale", "in_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding")
 
 
+def _requantize_q31_multiplier(a: dict) -> tuple[int, int]:
+    return tflite_requantize_multiplier(a["in_scale"], a["out_scale"],
+                                        single_rounding=a["rounding"] == "q31_single")
+
+
 def _requantize_reference(x, in_scale, in_zp, out_scale, out_zp, act_min, act_max, rounding):
+    if rounding in Q31_ROUNDINGS:
+        m, shift = _requantize_q31_multiplier(dict(in_scale=in_scale, out_scale=out_scale,
+                                                   rounding=rounding))
+        return requant_q31(x.astype(np.int64) - in_zp, m, shift, out_zp, act_min, act_max,
+                           rounding)
     return requant_via_real(x, in_scale, in_zp, out_scale, out_zp, act_min, act_max)
 
 
 def _requantize_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
+    if a["rounding"] in Q31_ROUNDINGS:
+        m, shift = _requantize_q31_multiplier(a)
+
+        def compute_q31(x):
+            return te.compute(x.shape, lambda *i: te_requant_q31(
+                x(*i).astype("int32") - _i32(a["in_zp"]), _i32(m), _i32(shift), a["out_zp"],
+                a["act_min"], a["act_max"], a["rounding"]), name="requantize")
+
+        return bb.call_te(compute_q31, call.args[0], primfunc_name_hint="canonqnn_requantize")
 
     def compute(x):
         return te.compute(x.shape, lambda *i: te_requant_via_real(
@@ -169,7 +202,8 @@ def _requantize_legalize(bb: Any, call: Any) -> Any:
 
 REQUANTIZE = register(CanonicalOp(
     name="requantize",
-    summary="int8 -> int8 change of scale/zero point (dequantize then quantize in float32)",
+    summary="int8 -> int8 change of scale/zero point (rne_f32: dequantize then quantize in "
+            "float32; q31: TFLite QUANTIZE)",
     args=("x",),
     attrs=REQ_ATTRS,
     infer=lambda call: _same_type(call, _tvm.shape_of(call.args[0])),
@@ -177,6 +211,7 @@ REQUANTIZE = register(CanonicalOp(
     reference=_requantize_reference,
     constraints="x int8 per tensor; output int8 per tensor",
     family="movement",
+    roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
 
 
@@ -196,9 +231,16 @@ def _concat_infer(call: Any) -> Any:
     return _same_type(call, out)
 
 
-def _concat_reference(*xs, axis, in_scales, in_zps, out_scale, out_zp, rounding):
-    parts = [x if (s, z) == (out_scale, out_zp) else
-             requant_via_real(x, s, z, out_scale, out_zp) for x, s, z in zip(xs, in_scales, in_zps)]
+def _concat_reference(*xs, axis, in_scales, in_zps, out_scale, out_zp, rounding,
+                      source_dtype):
+    parts = []
+    for x, s, z in zip(xs, in_scales, in_zps):
+        if (s, z) == (out_scale, out_zp):
+            parts.append(x)
+        elif rounding in Q31_ROUNDINGS:
+            parts.append(_tflite_rescale(x, s, z, out_scale, out_zp, source_dtype))
+        else:
+            parts.append(requant_via_real(x, s, z, out_scale, out_zp))
     return np.concatenate(parts, axis=axis)
 
 
@@ -210,10 +252,19 @@ def _concat_legalize(bb: Any, call: Any) -> Any:
         return te.compute(x.shape, lambda *i: te_requant_via_real(
             x(*i), s, z, a["out_scale"], a["out_zp"]), name="requantize")
 
+    def rescaled(x, s, z):
+        return te.compute(x.shape, lambda *i: _te_tflite_rescale(
+            x(*i), s, z, a["out_scale"], a["out_zp"], a["source_dtype"]), name="rescale")
+
+    q31 = a["rounding"] in Q31_ROUNDINGS
+
     def compute(*xs):
         parts = []
         for x, s, z in zip(xs, a["in_scales"], a["in_zps"]):
-            parts.append(x if (s, z) == (a["out_scale"], a["out_zp"]) else requantized(x, s, z))
+            if (s, z) == (a["out_scale"], a["out_zp"]):
+                parts.append(x)
+            else:
+                parts.append(rescaled(x, s, z) if q31 else requantized(x, s, z))
         return topi.concatenate(parts, a["axis"])
 
     return bb.call_te(compute, *call.args, primfunc_name_hint="canonqnn_concat")
@@ -222,20 +273,73 @@ def _concat_legalize(bb: Any, call: Any) -> Any:
 CONCAT = register(CanonicalOp(
     name="concat",
     summary="int8 concatenation; inputs whose parameters differ from the output's are "
-            "requantized (dequantize then quantize in float32)",
+            "requantized (rne_f32: dequantize then quantize in float32; q31: TFLite "
+            "CONCATENATION's uint8 float rescaling)",
     args=("*xs",),
-    attrs=("axis", "in_scales", "in_zps", "out_scale", "out_zp", "rounding"),
+    attrs=("axis", "in_scales", "in_zps", "out_scale", "out_zp", "rounding", "source_dtype"),
     infer=_concat_infer,
     legalize=_concat_legalize,
     reference=_concat_reference,
-    constraints="inputs int8 per tensor, non-negative axis",
+    constraints="inputs int8 per tensor, non-negative axis; q31 with differing parameters: "
+                "source_dtype uint8 only (TFLite's int8 kernel requires equal parameters)",
     family="movement",
+    roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
 
 
 def concat(xs: list[Any], in_qps: list[QParams], out_qp: QParams, axis: int,
-           rounding: str = "rne_f32") -> Any:
+           rounding: str = "rne_f32", source_dtype: str = "int8") -> Any:
+    """Build ``canonqnn.concat``; ``source_dtype`` matters only to the q31 roundings."""
+    if rounding in Q31_ROUNDINGS and source_dtype != "uint8" and \
+            not all(q.same_as(out_qp) for q in in_qps):
+        raise UnsupportedRounding(_INT8_RESCALE)
     return CONCAT.call(list(xs), dict(
         axis=int(axis), in_scales=[q.scalar_scale for q in in_qps],
         in_zps=[q.scalar_zp for q in in_qps], out_scale=out_qp.scalar_scale,
-        out_zp=out_qp.scalar_zp, rounding=rounding))
+        out_zp=out_qp.scalar_zp, rounding=rounding, source_dtype=source_dtype))
+
+
+# ---------------------------------------------------------------- TFLite concat rescaling
+_INT8_RESCALE = ("TFLite's int8 CONCATENATION requires every input to have the output's scale "
+                 "and zero point (only its uint8 kernel rescales)")
+# Any rounded value beyond this is clamped to 0 or 255 whatever the zero point; clamping the
+# float first keeps the conversion to int32 in range.
+_RESCALE_LIMIT = 1024.0
+
+
+def _round_half_away(t: np.ndarray) -> np.ndarray:
+    """std::round on float32 values, exactly (``t - trunc(t)`` is exact)."""
+    whole = np.trunc(t)
+    return whole + np.where(np.abs(t - whole) >= F32(0.5), np.sign(t), F32(0))
+
+
+def _tflite_rescale(x, in_scale, in_zp, out_scale, out_zp, source_dtype) -> np.ndarray:
+    if source_dtype != "uint8":
+        raise UnsupportedRounding(_INT8_RESCALE)
+    k, c = tflite_concat_scaling(in_scale, in_zp + 128, out_scale)
+    u = (x.astype(np.int32) + 128).astype(F32)
+    t = np.clip(((u * k).astype(F32) + c).astype(F32), -_RESCALE_LIMIT, _RESCALE_LIMIT)
+    v = _round_half_away(t).astype(np.int32) + out_zp + 128
+    return (np.clip(v, 0, 255) - 128).astype(np.int8)
+
+
+def _te_tflite_rescale(q, in_scale, in_zp, out_scale, out_zp, source_dtype):
+    """TE twin of ``_tflite_rescale`` for one element."""
+    if source_dtype != "uint8":
+        raise UnsupportedRounding(_INT8_RESCALE)
+    k, c = tflite_concat_scaling(in_scale, in_zp + 128, out_scale)
+    u = (q.astype("int32") + 128).astype("float32")
+    # the product is rounded to float32 before the add (TFLite's build has no FMA there)
+    t = te_no_contract(u * tirx.const(float(k), "float32")) + tirx.const(float(c), "float32")
+    t = te.max(te.min(t, tirx.const(_RESCALE_LIMIT, "float32")),
+               tirx.const(-_RESCALE_LIMIT, "float32"))
+    whole = tirx.trunc(t)
+    half = tirx.const(0.5, "float32")
+    step = tirx.Select(tirx.abs(t - whole) >= half,
+                       tirx.Select(t > tirx.const(0.0, "float32"), _i32(1), _i32(-1)), _i32(0))
+    v = whole.astype("int32") + step + _i32(out_zp + 128)
+    return (te.max(te.min(v, _i32(255)), _i32(0)) - _i32(128)).astype("int8")
+
+
+def _i32(value: int):
+    return tirx.const(int(value), "int32")

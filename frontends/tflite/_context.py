@@ -101,15 +101,24 @@ class ImportContext:
         self.bb = bb
         self.op: Operator | None = None
         self.uint8_vars: list[str] = []  # int8 variables holding shifted uint8 data
+        self.source_ops: dict[str, str] = {}  # variable name -> the operator producing it
+        self._names: set[str] = set()
 
-    def emit(self, expr: Any, uint8: bool = False) -> Any:
-        if not uint8:
+    def emit(self, expr: Any, uint8: bool = False, record_op: bool = False) -> Any:
+        """Emit ``expr``; a uint8 result is recorded as such, and with ``record_op`` the
+        operator being converted is recorded as its producer (both need a stable name)."""
+        if not (uint8 or record_op):
             return self.bb.emit(expr)
-        base = f"u8_op{self.op.index}" if self.op is not None else "u8_input"
+        prefix = "u8_" if uint8 else ""
+        base = f"{prefix}op{self.op.index}" if self.op is not None else f"{prefix}input"
         name, i = base, 1
-        while name in self.uint8_vars:
+        while name in self._names:
             name, i = f"{base}_{i}", i + 1
-        self.uint8_vars.append(name)
+        self._names.add(name)
+        if uint8:
+            self.uint8_vars.append(name)
+        if record_op:
+            self.source_ops[name] = self.op.kind
         return self.bb.emit(expr, name_hint=re.sub(r"[^A-Za-z0-9_]", "_", name))
 
     # -------------------------------------------------------------- values
@@ -139,8 +148,10 @@ class ImportContext:
             return self.dq(value)
         return self.emit(qdq.dequantize(self.expr(value), qp))
 
-    def quantized(self, real: Any, out: Tensor, nchw: bool = False) -> Value:
-        """``real`` quantized to output tensor ``out``'s parameters."""
+    def quantized(self, real: Any, out: Tensor, nchw: bool = False,
+                  record_op: bool = False) -> Value:
+        """``real`` quantized to output tensor ``out``'s parameters (``record_op``: record the
+        operator being converted as the producer of the result)."""
         qp = tensor_qparams(out)
         if qp is None or out.dtype not in QUANTIZED_DTYPES:
             raise Unsupported(f"output {out.name!r} is {out.dtype}"
@@ -148,7 +159,7 @@ class ImportContext:
                               "uint8 operators")
         if not qp.per_tensor:
             raise Unsupported(f"output {out.name!r} is quantized per channel")
-        expr = self.emit(qdq.quantize(real, qp), uint8=out.dtype == "uint8")
+        expr = self.emit(qdq.quantize(real, qp), uint8=out.dtype == "uint8", record_op=record_op)
         value = Value(out.dtype, out.shape, expr, qparams=qp, nchw=nchw)
         if value.layout_shape != _tvm.shape_of(expr):
             raise Unsupported(f"computed shape {list(_tvm.shape_of(expr))} differs from the "

@@ -80,6 +80,8 @@ def load(model: str | os.PathLike | bytes) -> Any:
     io = ModelIO(source=SOURCE, inputs=inputs, outputs=out_infos, rounding=ROUNDING)
     mod = bb.get()
     mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ctx.uint8_vars)
+    if ctx.source_ops:
+        mod["main"] = mod["main"].with_attr(qdq.SOURCE_OPS_ATTR, ctx.source_ops)
     return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
 
 

@@ -210,3 +210,18 @@ class MultiOp:
 
 # bool graph inputs (Where conditions)
 _ONNX_TYPES.setdefault(np.dtype(np.bool_), TensorProto.BOOL)
+
+
+# ---------------------------------------------------------------- Q31 requantization probes (conv)
+def accumulators_telling_apart(requant_a, requant_b, reals, zp: int, limit: int = 64) -> list[int]:
+    """int32 accumulators whose int8 result differs between two requantizations
+    (``requant_x(acc_array) -> int8 results``), searched next to every rounding boundary
+    ``(k + 0.5) / M`` of the real multipliers ``reals`` (int8 outputs with zero point ``zp``)."""
+    found: list[int] = []
+    for k in range(-128 - zp, 128 - zp):
+        ends = [(k + 0.5) / float(m) for m in reals]
+        acc = np.arange(int(np.floor(min(ends))) - 3, int(np.ceil(max(ends))) + 4)
+        found.extend(acc[requant_a(acc) != requant_b(acc)].tolist())
+        if len(found) >= limit:
+            break
+    return found[:limit]

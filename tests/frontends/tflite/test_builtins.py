@@ -123,9 +123,10 @@ def transpose_after_conv(g, y):
 
 
 def concat_after_conv(g, y):
+    """(TFLite's int8 CONCATENATION requires the output's parameters on every input.)"""
     other = g.tensor("other", (1, 4, 4, 2), "int8",
-                     RNG.integers(-128, 128, (1, 4, 4, 2)).astype(np.int8), 0.07, 9)
-    z = g.tensor("z", (1, 4, 4, 8), "int8", scale=0.03, zero_point=0)
+                     RNG.integers(-128, 128, (1, 4, 4, 2)).astype(np.int8), 0.02, -5)
+    z = g.tensor("z", (1, 4, 4, 8), "int8", scale=0.02, zero_point=-5)
     g.op("CONCATENATION", [y, other], [z], axis=3, fusedActivationFunction="NONE")
     return z
 
@@ -213,6 +214,9 @@ CASES = {
     "reshape_restores_nhwc_order": lambda: two_op_model(None, reshape_after_conv),
     "transpose": lambda: two_op_model(None, transpose_after_conv),
     "concatenation_channels": lambda: two_op_model(None, concat_after_conv),
+    "concatenation_u8_rescales": lambda: single_op(
+        "CONCATENATION", [q((1, 3, 4, 2), 0.05, 3, "uint8"), q((1, 3, 4, 5), 0.11, -9, "uint8")],
+        [q((1, 3, 4, 7), 0.08, 1, "uint8")], axis=3, fusedActivationFunction="NONE"),
     "strided_slice": lambda: two_op_model(None, slice_after_conv),
     "split": lambda: two_op_model(None, split_after_conv),
     "pad": lambda: two_op_model(None, pad_after_conv),
