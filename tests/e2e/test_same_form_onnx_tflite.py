@@ -110,8 +110,8 @@ def onnx_model() -> onnx.ModelProto:
     nodes.append(helper.make_node("Flatten", [dq("m")], ["m_flat"]))
     q("m_flat", "mf")
     nodes.append(helper.make_node("Gemm", [dq("mf"), weight("fc", FC_W, np.atleast_1d(FC_SCALE)),
-                                           bias("fc", BIAS_FC)], ["logits_f32"], transB=1))
-    q("logits_f32", "logits")
+                                           bias("fc", BIAS_FC)], ["logits_gemm"], transB=1))
+    q("logits_gemm", "logits")
     nodes.append(helper.make_node("Softmax", [dq("logits")], ["y_soft"], axis=1))
     q("y_soft", "y")
     graph = helper.make_graph(
