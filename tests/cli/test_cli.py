@@ -146,3 +146,20 @@ def test_inspect_built_lists_kernels_for_a_model_and_for_its_library(tmp_path, q
     report = json.loads(capsys.readouterr().out)
     assert report["non_int8_edges"] == [] and report["unfused_luts"] == []
     assert sum("canonqnn_conv2d" in k["name"] for k in report["kernels"]) == 9
+
+
+def test_tflite_model_converts_builds_and_passes_parity(tmp_path, capsys):
+    from canonqnn.frontends.tflite import models
+
+    path = tmp_path / "classifier.tflite"
+    path.write_bytes(models.classifier(features=16, hidden=(8,), num_classes=4))
+    assert main(["convert", str(path)]) == 0
+    assert (tmp_path / "classifier.canonqnn.json").exists()
+    capsys.readouterr()
+    assert main(["parity", str(path), "--runs", "2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["exact"] and "reference kernels" in report["reference"]
+    assert [o["reference"].split("(")[-1] for o in report["also_compared"]] == \
+        ["OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)", "OpResolverType.BUILTIN)"]
+    assert main(["parity", str(path), "--shape", "input=1x16"]) == EXIT_ERROR
+    assert "apply to ONNX models only" in capsys.readouterr().err
