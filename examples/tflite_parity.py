@@ -8,7 +8,8 @@ MobileNet-V2 0.35 with residual adds, a fully connected classifier) as int8 and 
 TFLite models, converts each to canonical ops, builds it, and compares the build on N seeded
 random inputs with the interpreter's reference kernels (the specification canonqnn
 reproduces), its optimized kernels and its default configuration (optimized kernels with the
-XNNPACK delegate). Prints one row per model and runtime: exact outputs and max |diff| in LSB.
+XNNPACK delegate). Each network also outputs its last feature map. Prints one row per model,
+runtime and output: exact values and max |diff| in LSB.
 """
 
 from __future__ import annotations
@@ -36,14 +37,14 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown model(s) {sorted(unknown)}; choose from "
                      f"{', '.join(models.ARCHITECTURES)}")
-    print(f"{'model':<14}{'dtype':<7}{'runtime':<17}{'exact':>18}  max|d|  islands  ops  "
-          "seconds")
+    print(f"{'model':<14}{'dtype':<7}{'runtime':<17}{'output':<9}{'exact':>14}  max|d|  "
+          "islands  ops  seconds")
     all_exact = True
     for name, dtype in itertools.product(names, ["int8", "uint8"]):
         options = {"dtype": dtype}
         if name != "classifier":
             options["size"] = args.size
-        data = models.ARCHITECTURES[name](**options)
+        data = models.ARCHITECTURES[name](features=True, **options)
         start = time.perf_counter()
         try:
             result = canonqnn.parity(data, runs=args.runs, seed=1000)
@@ -61,11 +62,11 @@ def main() -> int:
             if outputs is None:
                 print(f"{name:<14}{dtype:<7}{runtime:<17}{'cannot run the model':>18}")
                 continue
-            o = outputs[0]
-            same = round(o.exact_fraction * o.elements)
-            print(f"{name:<14}{dtype:<7}{runtime:<17}{f'{same}/{o.elements}':>18}  "
-                  f"{o.max_abs_diff:6g}  {len(result.float_islands):7d}  {ops:3d}  "
-                  f"{seconds:7.1f}")
+            for o, what in zip(outputs, ("softmax", "features")):
+                same = round(o.exact_fraction * o.elements)
+                print(f"{name:<14}{dtype:<7}{runtime:<17}{what:<9}{f'{same}/{o.elements}':>14}  "
+                      f"{o.max_abs_diff:6g}  {len(result.float_islands):7d}  {ops:3d}  "
+                      f"{seconds:7.1f}")
     print("reference kernels: " + ("all bit-exact" if all_exact else "NOT all bit-exact"))
     return 0 if all_exact else 1
 

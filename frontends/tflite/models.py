@@ -191,9 +191,10 @@ def _fit(lo: float, hi: float, dtype: str) -> tuple[float, int]:
 
 
 def mobilenet_v1(alpha: float = 0.25, size: int = 96, num_classes: int = 16,
-                 dtype: str = "int8", seed: int = 0) -> bytes:
+                 dtype: str = "int8", seed: int = 0, features: bool = False) -> bytes:
     """MobileNet-V1: conv 3x3/2, 13 depthwise-separable blocks, global average pool, 1x1 conv
-    logits, reshape, softmax (the layout of ``mobilenet_v1_{alpha}_{size}_quant``)."""
+    logits, reshape, softmax (the layout of ``mobilenet_v1_{alpha}_{size}_quant``).
+    ``features`` adds the last feature map (before the pool) as a second output."""
     blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1),
               (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1)]
 
@@ -204,16 +205,17 @@ def mobilenet_v1(alpha: float = 0.25, size: int = 96, num_classes: int = 16,
             c = net.shapes[y][3]
             y = net.conv(y, c, 3, stride, depthwise=True)
             y = net.conv(y, max(8, int(channels * alpha)), 1, 1)
+        feature_map = y
         y = net.average_pool(y)
         y = net.conv(y, num_classes, 1, 1, act="NONE")
         y = net.reshape(y, (1, num_classes))
-        return [x], [net.softmax(y)]
+        return [x], [net.softmax(y)] + ([feature_map] if features else [])
 
     return _calibrated(write, dtype, seed, (1, size, size, 3))
 
 
 def mobilenet_v2(alpha: float = 0.35, size: int = 96, num_classes: int = 16,
-                 dtype: str = "int8", seed: int = 0) -> bytes:
+                 dtype: str = "int8", seed: int = 0, features: bool = False) -> bytes:
     """A shortened MobileNet-V2: inverted residual blocks (1x1 expand + RELU6, depthwise 3x3 +
     RELU6, linear 1x1 projection, residual ADD where shapes allow), 1x1 conv, mean over H and
     W, fully connected logits, softmax."""
@@ -232,26 +234,29 @@ def mobilenet_v2(alpha: float = 0.35, size: int = 96, num_classes: int = 16,
                 h = net.conv(h, out_c, 1, 1, act="NONE")
                 y = net.add(y, h) if stride == 1 and in_c == out_c else h
         y = net.conv(y, max(8, int(320 * alpha)), 1, 1)
+        feature_map = y
         y = net.mean_hw(y)
         y = net.fully_connected(y, num_classes)
-        return [x], [net.softmax(y)]
+        return [x], [net.softmax(y)] + ([feature_map] if features else [])
 
     return _calibrated(write, dtype, seed, (1, size, size, 3))
 
 
-def classifier(features: int = 64, hidden: tuple[int, ...] = (128, 64), num_classes: int = 10,
-               dtype: str = "int8", seed: int = 0) -> bytes:
-    """Fully connected layers with RELU, then logits and softmax."""
+def classifier(inputs: int = 64, hidden: tuple[int, ...] = (128, 64), num_classes: int = 10,
+               dtype: str = "int8", seed: int = 0, features: bool = False) -> bytes:
+    """Fully connected layers with RELU, then logits and softmax (``features``: the last
+    hidden layer as a second output)."""
 
     def write(net: Net):
-        x = net.activation("input", (1, features))
+        x = net.activation("input", (1, inputs))
         y = x
         for units in hidden:
             y = net.fully_connected(y, units, act="RELU")
+        hidden_out = y
         y = net.fully_connected(y, num_classes)
-        return [x], [net.softmax(y)]
+        return [x], [net.softmax(y)] + ([hidden_out] if features else [])
 
-    return _calibrated(write, dtype, seed, (1, features))
+    return _calibrated(write, dtype, seed, (1, inputs))
 
 
 ARCHITECTURES = {"mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2,

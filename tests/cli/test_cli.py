@@ -152,7 +152,7 @@ def test_tflite_model_converts_builds_and_passes_parity(tmp_path, capsys):
     from canonqnn.frontends.tflite import models
 
     path = tmp_path / "classifier.tflite"
-    path.write_bytes(models.classifier(features=16, hidden=(8,), num_classes=4))
+    path.write_bytes(models.classifier(inputs=16, hidden=(8,), num_classes=4))
     assert main(["convert", str(path)]) == 0
     assert (tmp_path / "classifier.canonqnn.json").exists()
     capsys.readouterr()

@@ -9,11 +9,12 @@ import pytest
 import canonqnn
 from canonqnn.frontends.tflite import models
 
-CASES = {
-    "mobilenet_v1_int8": lambda: models.mobilenet_v1(alpha=0.25, size=64),
-    "mobilenet_v1_uint8": lambda: models.mobilenet_v1(alpha=0.25, size=64, dtype="uint8"),
-    "mobilenet_v2_int8": lambda: models.mobilenet_v2(size=64),
-    "classifier_int8": lambda: models.classifier(),
+CASES = {  # every network also outputs its last feature map: many more values compared
+    "mobilenet_v1_int8": lambda: models.mobilenet_v1(alpha=0.25, size=64, features=True),
+    "mobilenet_v1_uint8": lambda: models.mobilenet_v1(alpha=0.25, size=64, dtype="uint8",
+                                                      features=True),
+    "mobilenet_v2_int8": lambda: models.mobilenet_v2(size=64, features=True),
+    "classifier_int8": lambda: models.classifier(features=True),
 }
 
 
@@ -22,6 +23,7 @@ def test_network_is_canonical_and_bit_exact_with_reference_kernels(case):
     result = canonqnn.parity(CASES[case](), runs=3)
     assert result.float_islands == [], result.summary()
     assert result.exact, result.summary()
+    assert len(result.outputs) == 2
     if case.startswith("mobilenet_v2"):
         assert result.canonical_ops.get("add", 0) >= 3  # residual adds
     assert result.canonical_ops["softmax"] == 1
