@@ -151,6 +151,8 @@ def cmd_ops(args) -> int:
         print(f"  {op.summary}")
         print(f"  args:  {', '.join(op.args)}")
         print(f"  attrs: {', '.join(op.attrs)}")
+        if "rounding" in op.attrs:
+            print(f"  roundings: {', '.join(op.roundings)}")
         print(f"  constraints: {op.constraints}")
     return 0
 
