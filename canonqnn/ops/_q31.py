@@ -87,8 +87,8 @@ def te_srdhm(a, b):
 
 
 def te_rounding_divide_by_pot(x, exponent):
-    """TE twin of ``rounding_divide_by_pot`` (int32 ``x``, int32 ``exponent`` >= 0): ties away
-    from zero as ``(x + half - [x < 0 and half > 0]) >> exponent``, in int64."""
+    """TE twin of ``rounding_divide_by_pot`` (int32 ``x``, int32 ``exponent`` in [0, 63)): ties
+    away from zero as ``(x + half - [x < 0 and half > 0]) >> exponent``, in int64."""
     x64, e64 = x.astype("int64"), exponent.astype("int64")
     half = (_c(1) << e64) >> _c(1)
     negative_tie_fix = tirx.Select(tirx.all(x64 < _c(0), half > _c(0)), _c(1), _c(0))

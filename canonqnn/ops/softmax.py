@@ -38,7 +38,8 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams, quantize_multiplier
 from ._q31 import (INT32_MAX, INT32_MIN, Q31_ROUNDINGS, multiply_by_quantized_multiplier,
-                   rounding_divide_by_pot, srdhm, te_rounding_divide_by_pot, wrap_int32)
+                   rounding_divide_by_pot, srdhm, te_rounding_divide_by_pot, te_srdhm,
+                   wrap_int32)
 from ._registry import CanonicalOp, register
 
 F32 = np.float32
@@ -135,6 +136,26 @@ def _te_store(r, out_zp: int, source_dtype: str):
     return tirx.Select(fits, y, 127 if out_zp < 0 else -128).astype("int8")
 
 
+def _rows(x, table, axis: int):
+    """What both legalizations build first: the shape, the per-row shape ``kept``, ``at(idx,
+    j)`` (``idx`` with its axis coordinate replaced by ``j``) and ``exp_of(idx)``, the table
+    entry of ``x[idx] - max(row)`` (a row-max stage)."""
+    shape = [int(d) for d in x.shape]
+    kept = [1 if i == axis else d for i, d in enumerate(shape)]
+
+    def at(idx, j):
+        return [j if i == axis else v for i, v in enumerate(idx)]
+
+    k = te.reduce_axis((0, shape[axis]), "k")
+    row_max = te.compute(kept, lambda *i: te.max(x(*at(i, k)), axis=k), name="row_max")
+
+    def exp_of(idx):
+        m = row_max(*at(idx, 0)).astype("int32")
+        return table[x(*idx).astype("int32") - m + (TABLE_SIZE - 1)]
+
+    return shape, kept, at, exp_of
+
+
 def _legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     if a["rounding"] in Q31_ROUNDINGS:
@@ -143,19 +164,7 @@ def _legalize(bb: Any, call: Any) -> Any:
     inv = _f(_inverse_out_scale(a["out_scale"]))
 
     def compute(x, table):
-        shape = [int(d) for d in x.shape]
-        kept = [1 if i == axis else d for i, d in enumerate(shape)]
-
-        def at(idx, j):  # index ``idx`` with the axis coordinate replaced by ``j``
-            return [j if i == axis else v for i, v in enumerate(idx)]
-
-        k = te.reduce_axis((0, shape[axis]), "k")
-        row_max = te.compute(kept, lambda *i: te.max(x(*at(i, k)), axis=k), name="row_max")
-
-        def exp_of(idx):
-            m = row_max(*at(idx, 0)).astype("int32")
-            return table[x(*idx).astype("int32") - m + 255]
-
+        shape, kept, at, exp_of = _rows(x, table, axis)
         j = te.reduce_axis((0, shape[axis]), "j")
         # A serial reduction: LLVM keeps the order of float adds (no reassociation allowed).
         total = te.compute(kept, lambda *i: te.sum(exp_of(at(i, j)), axis=j), name="row_sum")
@@ -301,17 +310,6 @@ def _te_add(a, b):
     return _te_wrap(a.astype("int64") + b.astype("int64"))
 
 
-def te_srdhm(a, b):
-    """``srdhm`` of int32 values, saturating with ``min`` instead of ``_q31.te_srdhm``'s test
-    ``a == b == INT32_MIN``: TVM's simplifier rewrites ``c + y == INT32_MIN`` into a literal out
-    of int32 range and fails (measured, TVM 0.27). Only that case rounds to 2^31."""
-    ab = a.astype("int64") * b.astype("int64")
-    nudge = tirx.Select(ab >= tirx.const(0, "int64"), tirx.const(1 << 30, "int64"),
-                        tirx.const(1 - (1 << 30), "int64"))
-    out = tirx.truncdiv(ab + nudge, tirx.const(1 << 31, "int64"))
-    return tirx.min(out, tirx.const(INT32_MAX, "int64")).astype("int32")
-
-
 def _te_half_denominator(a):
     """First step of ``_one_over_one_plus_x``: ``(a + INT32_MAX + sign) / 2`` (C division)."""
     total = a.astype("int64") + tirx.const(INT32_MAX, "int64")
@@ -342,33 +340,11 @@ def _te_one_over_one_plus_x(a, stage):
     return stage(lambda i: _te_saturating_shift_left(x(*i), 1), "row_reciprocal")
 
 
-def _te_rounding_divide_by_pot_64(x, exponent):
-    """``rounding_divide_by_pot`` of an int32 value by 2^exponent (0 <= exponent < 63) in
-    int64, so that exponents >= 31 build no overflowing int32 mask."""
-    x, exponent = x.astype("int64"), exponent.astype("int64")
-    one, zero = tirx.const(1, "int64"), tirx.const(0, "int64")
-    mask = (one << exponent) - one
-    threshold = (mask >> one) + tirx.Select(x < zero, one, zero)
-    return (x >> exponent) + tirx.Select((x & mask) > threshold, one, zero)
-
-
 def _legalize_q31(bb: Any, call: Any) -> Any:
     axis = int(_tvm.attrs_dict(call)["axis"])
 
     def compute(x, table):
-        shape = [int(d) for d in x.shape]
-        kept = [1 if i == axis else d for i, d in enumerate(shape)]
-
-        def at(idx, j):  # index ``idx`` with the axis coordinate replaced by ``j``
-            return [j if i == axis else v for i, v in enumerate(idx)]
-
-        k = te.reduce_axis((0, shape[axis]), "k")
-        row_max = te.compute(kept, lambda *i: te.max(x(*at(i, k)), axis=k), name="row_max")
-
-        def exp_of(idx):
-            m = row_max(*at(idx, 0)).astype("int32")
-            return table[x(*idx).astype("int32") - m + (TABLE_SIZE - 1)]
-
+        shape, kept, at, exp_of = _rows(x, table, axis)
         j = te.reduce_axis((0, shape[axis]), "j")
         total = te.compute(kept, lambda *i: te.sum(te_rounding_divide_by_pot(
             exp_of(at(i, j)), _i32(SUM_INTEGER_BITS)).astype("int64"), axis=j), name="row_sum")
@@ -397,7 +373,7 @@ def _legalize_q31(bb: Any, call: Any) -> Any:
 
         def rounded(*idx):  # exponent <= 35 (zeros >= 0): the int64 shift stays defined
             exponent = _i32(SUM_INTEGER_BITS + 31 - OUTPUT_BITS) - zeros(*at(idx, 0))
-            return _te_rounding_divide_by_pot_64(scaled(*idx), exponent).astype("int32")
+            return te_rounding_divide_by_pot(scaled(*idx), exponent)
 
         # The clamp reads a stage of its own: applied to the shift expression, TVM's bound
         # analysis (0.27) wrongly proves ``r - 128 <= 127`` and drops the clamp (measured:

@@ -79,8 +79,8 @@ class GraphWriter:
         name = b.CreateString("main")
         sub_tensors = _table_vector(b, tflite.SubGraphStartTensorsVector, tensors)
         sub_ops = _table_vector(b, tflite.SubGraphStartOperatorsVector, operators)
-        sub_in = _int_vector(b, tflite.SubGraphStartInputsVector, inputs)
-        sub_out = _int_vector(b, tflite.SubGraphStartOutputsVector, outputs)
+        sub_in = b.CreateNumpyVector(np.asarray(inputs, np.int32))
+        sub_out = b.CreateNumpyVector(np.asarray(outputs, np.int32))
         tflite.SubGraphStart(b)
         tflite.SubGraphAddTensors(b, sub_tensors)
         tflite.SubGraphAddInputs(b, sub_in)
@@ -176,6 +176,3 @@ def _table_vector(b: flatbuffers.Builder, start, offsets: list[int]) -> int:
         b.PrependUOffsetTRelative(off)
     return b.EndVector()
 
-
-def _int_vector(b: flatbuffers.Builder, start, values: list[int]) -> int:
-    return b.CreateNumpyVector(np.asarray(values, np.int32))
