@@ -346,3 +346,96 @@ def save_json(mod: Any) -> str:
 
 def load_json(text: str) -> Any:
     return tvm.ir.load_json(text)
+
+
+# ---------------------------------------------------------------- patterns and partitioning
+def dpl_call(op_name_: str, n_args: int) -> Any:
+    """The DPL pattern of a call to ``op_name_`` with ``n_args`` arbitrary arguments."""
+    from tvm.relax.dpl import is_op, wildcard
+
+    return is_op(op_name_)(*[wildcard() for _ in range(n_args)])
+
+
+def dpl_call_on(op_name_: str, first: Any, n_rest: int) -> Any:
+    """The DPL pattern of a call to ``op_name_`` whose first argument matches ``first``."""
+    from tvm.relax.dpl import is_op, wildcard
+
+    return is_op(op_name_)(first, *[wildcard() for _ in range(n_rest)])
+
+
+def register_fusion_patterns(entries: Sequence[tuple[str, Any, dict[str, Any], Callable]]) -> None:
+    """Register ``(name, pattern, annotations, check)`` entries in TVM's BYOC pattern registry
+    (later entries take priority). Tuples, not ``FusionPattern`` objects: only tuples are
+    removed again at interpreter exit, which keeps Python check functions from outliving
+    Python."""
+    from tvm.relax.backend.pattern_registry import register_patterns
+
+    register_patterns(list(entries))
+
+
+def registered_patterns(prefix: str) -> list[Any]:
+    """TVM's registered patterns whose names start with ``prefix``, highest priority first."""
+    from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
+
+    return list(get_patterns_with_prefix(prefix))
+
+
+def fusion_pattern(name: str, pattern: Any, annotations: dict[str, Any],
+                   check: Callable[[Any], bool]) -> Any:
+    return relax.transform.FusionPattern(name, pattern, annotations, check)
+
+
+def fusion_pattern_parts(pattern: Any) -> tuple[str, Any, dict[str, Any], Any]:
+    """``(name, pattern, annotations, check)`` of a ``FusionPattern``."""
+    return (str(pattern.name), pattern.pattern, dict(pattern.annotation_patterns),
+            pattern.check)
+
+
+def leaks_intermediates(context: Any) -> bool:
+    """Whether a match's inner results are also used outside it (fusing would duplicate)."""
+    from tvm.relax.backend.utils import has_leaking_intermediate_variables
+
+    return bool(has_leaking_intermediate_variables(context))
+
+
+def fuse_ops_by_pattern(mod: Any, patterns: Sequence[Any]) -> Any:
+    """``FuseOpsByPattern`` with constants bound into the composite functions."""
+    return relax.transform.FuseOpsByPattern(list(patterns), bind_constants=True,
+                                            annotate_codegen=False)(mod)
+
+
+def merge_composite_functions(mod: Any) -> Any:
+    return relax.transform.MergeCompositeFunctions()(mod)
+
+
+def run_codegen(mod: Any) -> Any:
+    return relax.transform.RunCodegen()(mod)
+
+
+def function_attr(func: Any, key: str) -> Any:
+    """A function attribute as a Python value, or None."""
+    attrs = getattr(func, "attrs", None)
+    if attrs is None or key not in attrs:
+        return None
+    return _to_python(attrs[key])
+
+
+def callee_function(mod: Any, call: Any) -> Any:
+    """The function a call invokes when it calls a module function (or a local function
+    bound in ``main``), else None."""
+    if not isinstance(call, relax.Call):
+        return None
+    if isinstance(call.op, tvm.ir.GlobalVar):
+        return mod[call.op]
+    if isinstance(call.op, relax.Function):
+        return call.op
+    return None
+
+
+def function_bindings(func: Any) -> list[tuple[Any, Any]]:
+    """``(var, value)`` of every binding in a function body, in order."""
+    return [(b.var, b.value) for block in func.body.blocks for b in block.bindings]
+
+
+def is_function(expr: Any) -> bool:
+    return isinstance(expr, relax.Function)

@@ -153,6 +153,10 @@ def cmd_ops(args) -> int:
         print(f"  attrs: {', '.join(op.attrs)}")
         if "rounding" in op.attrs:
             print(f"  roundings: {', '.join(op.roundings)}")
+        if op.layout or op.weight_layout:
+            print("  layout: " + ", ".join(
+                f"{what} {value}" for what, value in (("activations", op.layout),
+                                                      ("weights", op.weight_layout)) if value))
         print(f"  constraints: {op.constraints}")
     return 0
 

@@ -35,6 +35,10 @@ class CanonicalOp:
     family: str = "compute"
     # The rounding modes this op implements (a subset of ROUNDINGS, for ops that round).
     roundings: tuple[str, ...] = ("rne_f32",)
+    # Layout of the 4-D activations ("NCHW") and of the weight argument ("OIHW", "IOHW",
+    # "KN"), for ops that have one; patterns expose them to pattern authors.
+    layout: str | None = None
+    weight_layout: str | None = None
     _op: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property

@@ -150,6 +150,8 @@ def _legalize(bb: Any, call: Any) -> Any:
 
 CONV2D = register(CanonicalOp(
     name="conv2d",
+    layout="NCHW",
+    weight_layout="OIHW",
     summary="int8 NCHW/OIHW convolution (groups, dilation, asymmetric pads, per-channel "
             "weights), int32 bias, requantized to int8 with an integer activation clamp",
     args=("x", "w", "bias", "w_scale", "w_zp"),

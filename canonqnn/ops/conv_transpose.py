@@ -149,6 +149,8 @@ def _legalize(bb: Any, call: Any) -> Any:
 
 CONV2D_TRANSPOSE = register(CanonicalOp(
     name="conv2d_transpose",
+    layout="NCHW",
+    weight_layout="IOHW",
     summary="int8 NCHW transposed convolution (IOHW weights, groups, dilation, pads, "
             "output_padding, per-output-channel weights), int32 bias, requantized to int8 "
             "with an integer activation clamp",

@@ -263,6 +263,7 @@ def _s2d_infer(call: Any) -> Any:
 
 DEPTH_TO_SPACE = register(CanonicalOp(
     name="depth_to_space",
+    layout="NCHW",
     summary="int8 NCHW depth to space (ONNX DepthToSpace, DCR or CRD); parameters unchanged",
     args=("x",),
     attrs=("block_size", "mode", "scale", "zp"),
@@ -278,6 +279,7 @@ DEPTH_TO_SPACE = register(CanonicalOp(
 
 SPACE_TO_DEPTH = register(CanonicalOp(
     name="space_to_depth",
+    layout="NCHW",
     summary="int8 NCHW space to depth (ONNX SpaceToDepth); parameters unchanged",
     args=("x",),
     attrs=("block_size", "scale", "zp"),

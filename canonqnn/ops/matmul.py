@@ -250,6 +250,7 @@ def _legalize(bb: Any, call: Any) -> Any:
 
 MATMUL = register(CanonicalOp(
     name="matmul",
+    weight_layout="KN",
     summary="int8 (batched) matmul / dense / Gemm with per-column weights, int32 bias, "
             "requantized to int8 with an integer activation clamp",
     args=("a", "b", "bias", "b_scale", "b_zp"),

@@ -141,6 +141,7 @@ def _max_pool_legalize(bb: Any, call: Any) -> Any:
 
 MAX_POOL2D = register(CanonicalOp(
     name="max_pool2d",
+    layout="NCHW",
     summary="int8 NCHW max pooling (pads never win: they count as -128); parameters unchanged",
     args=("x",),
     attrs=("pool_size", "strides", "padding", "dilation", "ceil_mode", "scale", "zp"),

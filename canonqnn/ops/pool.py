@@ -142,6 +142,7 @@ def _te_q31_global(total, a: dict, count: int):
 
 GLOBAL_AVG_POOL2D = register(CanonicalOp(
     name="global_avg_pool2d",
+    layout="NCHW",
     summary="int8 NCHW mean over H and W (keeps dims), exact integer sum, one float32 rescale",
     args=("x",),
     attrs=("x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding",
@@ -306,6 +307,7 @@ def _te_avg_q31(x, out_shape, a: dict):
 
 AVG_POOL2D = register(CanonicalOp(
     name="avg_pool2d",
+    layout="NCHW",
     summary="int8 NCHW average pooling (float32 window sum, onnxruntime QLinearAveragePool)",
     args=("x",),
     attrs=POOL_ATTRS,

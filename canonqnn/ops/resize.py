@@ -413,6 +413,7 @@ def _infer(call: Any) -> Any:
 
 RESIZE2D = register(CanonicalOp(
     name="resize2d",
+    layout="NCHW",
     summary="int8 NCHW resize of H and W, nearest or bilinear (onnxruntime Resize arithmetic)",
     args=("x",),
     attrs=ATTRS,
