@@ -22,12 +22,12 @@ A backend builds its own set with its own name and check, reading typed paramete
 from __future__ import annotations
 
 from .params import OpParams, Quant, WeightQuant, params_of
-from .partition import Partition, Region, describe, partition
+from .partition import Partition, Region, composite_params, describe, partition
 from .table import (EPILOGUE, PREFIX, ROOT, PatternSpec, fusion_patterns, match_params, register,
                     specs)
 
 register()
 
 __all__ = ["EPILOGUE", "PREFIX", "ROOT", "OpParams", "Partition", "PatternSpec", "Quant",
-           "Region", "WeightQuant", "describe", "fusion_patterns", "match_params", "params_of",
-           "partition", "register", "specs"]
+           "Region", "WeightQuant", "composite_params", "describe", "fusion_patterns",
+           "match_params", "params_of", "partition", "register", "specs"]

@@ -15,6 +15,7 @@ from typing import Any
 
 from .. import _tvm
 from ..ops import lookup
+from .params import OpParams, params_of, with_epilogue
 from .table import PREFIX, register
 
 
@@ -116,3 +117,13 @@ def _op_label(value: Any) -> str | None:
         return f"canonqnn.{op.name}"
     name = _tvm.op_name(value)
     return name.removeprefix("relax.") if name else None
+
+
+def composite_params(func: Any) -> OpParams:
+    """The ``OpParams`` of a composite function made by ``partition`` (what a backend's codegen
+    compiles): its canonical op, with the lookup table as ``epilogue`` for a fused group."""
+    calls = [value for _, value in _tvm.function_bindings(func) if lookup(value) is not None]
+    if not calls or len(calls) > 2:
+        raise TypeError(f"not a canonqnn composite function: {len(calls)} canonical op calls")
+    root = params_of(calls[0])
+    return with_epilogue(root, params_of(calls[1])) if len(calls) == 2 else root
