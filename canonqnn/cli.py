@@ -1,4 +1,4 @@
-"""``canonqnn`` command line: convert, build, run, inspect, parity, ops, demo.
+"""``canonqnn`` command line: convert, build, run, inspect, parity, ops, patterns, demo.
 
 Errors print as ``canonqnn: error: <message>`` (no traceback) and exit with status 2;
 ``parity`` exits 1 when an output differs.
@@ -161,6 +161,24 @@ def cmd_ops(args) -> int:
     return 0
 
 
+def cmd_patterns(args) -> int:
+    from . import patterns
+
+    if args.model is None:
+        for spec in patterns.specs():
+            print(f"{patterns.PREFIX}.{spec.name}  matches {' -> '.join(spec.ops)}")
+        return 0
+    mod, _ = _canonical(args.model, args.shape)
+    found = patterns.matches(patterns.partition(mod, merge=False))
+    if args.json:
+        print(json.dumps([{"pattern": name, "op": p.op, "summary": p.summary()}
+                          for name, p in found], indent=2))
+    else:
+        for name, p in found:
+            print(f"{name}: {p.summary()}")
+    return 0
+
+
 def cmd_demo(args) -> int:
     from .demo import run_demo
 
@@ -218,6 +236,13 @@ def parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser("ops", help="list the canonical ops")
     o.set_defaults(func=cmd_ops)
+
+    pt = sub.add_parser("patterns", parents=[model_options],
+                        help="list the canonqnn.* patterns registered with TVM or, given a "
+                             "model, what each matches in it with its parameters")
+    pt.add_argument("model", nargs="?", help="model or canonical module (.json)")
+    pt.add_argument("--json", action="store_true", help="one JSON array on stdout")
+    pt.set_defaults(func=cmd_patterns)
 
     d = sub.add_parser("demo", help="quantize a small CNN, convert, build and check parity")
     d.add_argument("--workdir", help="keep the demo files here (default: a temp dir)")

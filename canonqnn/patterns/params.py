@@ -125,6 +125,21 @@ class OpParams:
         groups = int(self.attrs["groups"])
         return groups > 1 and self.input_shapes[0][1] == groups == self.output_shape[1]
 
+    def summary(self) -> str:
+        """One line: op, quantization, clamp, rounding, layouts (and the epilogue's)."""
+        parts = [self.op, "in " + ", ".join(f"{q.scale:.6g}/{q.zero_point}" for q in self.inputs)]
+        if self.weight is not None:
+            kind = f"per-channel[{self.weight.scale.size}]" if self.weight.per_channel \
+                else f"{float(self.weight.scale[0]):.6g}"
+            parts.append(f"w {kind}{' symmetric' if self.weight.symmetric else ' zp'}")
+        if self.output is not None:
+            parts.append(f"out {self.output.scale:.6g}/{self.output.zero_point}")
+        if self.clamp is not None:
+            parts.append(f"clamp [{self.clamp[0]}, {self.clamp[1]}]")
+        parts.extend(v for v in (self.rounding, self.layout, self.weight_layout) if v)
+        line = " ".join(parts)
+        return line if self.epilogue is None else f"{line} -> {self.epilogue.summary()}"
+
     # -- helpers raising clear errors instead of returning a wrong field
     def _single_input(self) -> Quant:
         if len(self.inputs) != 1:

@@ -94,6 +94,11 @@ def describe(mod: Any) -> Partition:
 
 def _composites(func: Any) -> list[tuple[str, list[str]]]:
     """``(composite name, its ops)`` for each composite call inside a backend function."""
+    return [(name, _ops(composite)) for name, composite in _composite_functions(func)]
+
+
+def _composite_functions(func: Any) -> list[tuple[str, Any]]:
+    """``(composite name, function)`` for each composite call inside a backend function."""
     local = {}
     out = []
     for var, value in _tvm.function_bindings(func):
@@ -102,7 +107,22 @@ def _composites(func: Any) -> list[tuple[str, list[str]]]:
             continue
         callee = local.get(getattr(value, "op", None))
         if callee is not None and _tvm.function_attr(callee, "Composite") is not None:
-            out.append((str(_tvm.function_attr(callee, "Composite")), _ops(callee)))
+            out.append((str(_tvm.function_attr(callee, "Composite")), callee))
+    return out
+
+
+def matches(mod: Any) -> list[tuple[str, OpParams]]:
+    """``(composite name, OpParams)`` of every match in ``mod["main"]`` after ``partition``
+    (merged or not), in order: what a backend's codegen receives."""
+    out = []
+    for _, value in _tvm.function_bindings(mod["main"]):
+        func = _tvm.callee_function(mod, value)
+        if func is None:
+            continue
+        if _tvm.function_attr(func, "Codegen") is not None:
+            out.extend((name, composite_params(f)) for name, f in _composite_functions(func))
+        elif _tvm.function_attr(func, "Composite") is not None:
+            out.append((str(_tvm.function_attr(func, "Composite")), composite_params(func)))
     return out
 
 

@@ -119,6 +119,20 @@ def test_ops_lists_every_canonical_op(capsys):
         assert f"relax.canonqnn.{name}" in text
 
 
+def test_patterns_lists_registered_patterns_and_a_models_matches(tmp_path, quantized_model,
+                                                                  capsys):
+    assert main(["patterns"]) == 0
+    listing = capsys.readouterr().out
+    assert "canonqnn.conv2d_lut  matches conv2d -> lut" in listing
+    assert "canonqnn.softmax  matches softmax" in listing
+    path = _save(quantized_model("mobilenet_v1", "qoperator", "u8", True), tmp_path / "m.onnx")
+    assert main(["patterns", path, "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert [m["pattern"] for m in found].count("canonqnn.conv2d") == 9
+    first = found[0]["summary"]  # the stem conv: per-channel symmetric int8 weights
+    assert first.startswith("conv2d in ") and "per-channel[16] symmetric" in first
+
+
 def test_dynamic_batch_needs_shape_and_then_converts(tmp_path, quantized_model, capsys):
     model = quantized_model("resnet", "qdq", "s8", True)
     dim = model.graph.input[0].type.tensor_type.shape.dim[0]
