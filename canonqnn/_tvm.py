@@ -349,10 +349,13 @@ def load_json(text: str) -> Any:
 
 
 # ---------------------------------------------------------------- patterns and partitioning
-def dpl_call(op_name_: str, n_args: int) -> Any:
-    """The DPL pattern of a call to ``op_name_`` with ``n_args`` arbitrary arguments."""
+def dpl_call(op_name_: str, n_args: int | None) -> Any:
+    """The DPL pattern of a call to ``op_name_`` with ``n_args`` arbitrary arguments (None:
+    any number, for variadic ops)."""
     from tvm.relax.dpl import is_op, wildcard
 
+    if n_args is None:
+        return is_op(op_name_)(varg_default_wildcard=True)
     return is_op(op_name_)(*[wildcard() for _ in range(n_args)])
 
 

@@ -164,10 +164,13 @@ def params_of(call: Any) -> OpParams:
     if op is None:
         raise TypeError(f"not a canonical op call: {_tvm.op_name(call) or type(call).__name__}")
     attrs = _tvm.attrs_dict(call)
-    args = dict(zip(op.args, call.args))
-    if op.args and op.args[0].startswith("*"):  # variadic: the tuple of inputs
-        args = {op.args[0][1:]: call.args[0]}
+    if op.args[0].startswith("*"):  # variadic (concat): every argument is an input
+        args = {f"{op.args[0][1:]}{k}": arg for k, arg in enumerate(call.args)}
+    else:
+        args = dict(zip(op.args, call.args))
     inputs, input_names = _inputs(op.name, attrs)
+    if input_names == ("*",):
+        input_names = tuple(args)
     output = _output(attrs, call)
     weight = _weight(op.name, args, call)
     constants = {name: _tvm.const_value(expr) for name, expr in args.items()
@@ -194,7 +197,7 @@ def _inputs(op: str, attrs: dict[str, Any]) -> tuple[tuple[Quant, ...], tuple[st
     if "in_scales" in attrs:
         quants = tuple(Quant(float(s), int(z)) for s, z in zip(attrs["in_scales"],
                                                                 attrs["in_zps"]))
-        return quants, ("xs",)
+        return quants, ("*",)
     for prefix, names in (("x", ("x",)), ("in", ("x",)), ("", ("x",))):
         key = f"{prefix}_scale" if prefix else "scale"
         if key in attrs:

@@ -39,7 +39,8 @@ class PatternSpec:
     def dpl(self) -> tuple[Any, dict[str, Any]]:
         """The DPL pattern and its annotations."""
         root_op = REGISTRY[self.ops[0]]
-        root = _tvm.dpl_call(OP_PREFIX + root_op.name, len(root_op.args))
+        variadic = root_op.args[0].startswith("*")
+        root = _tvm.dpl_call(OP_PREFIX + root_op.name, None if variadic else len(root_op.args))
         if not self.fused:
             return root, {ROOT: root}
         lut = REGISTRY[self.ops[1]]
