@@ -10,7 +10,7 @@ TVM's own backends do, so the usual flow works on any canonical module::
 A backend builds its own set with its own name and check, reading typed parameters::
 
     def npu_accepts(p: canonqnn.patterns.OpParams) -> bool:
-        return p.rounding == "rne_f32" and p.weight.symmetric
+        return p.rounding == "rne_f32" and (p.weight is None or p.weight.symmetric)
 
     npu = canonqnn.patterns.fusion_patterns("npu", ops=["conv2d", "add"], check=npu_accepts)
     mod = canonqnn.patterns.partition(mod, npu)      # FuseOpsByPattern + MergeCompositeFunctions

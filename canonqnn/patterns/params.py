@@ -37,7 +37,7 @@ class Quant:
     zero_point: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class WeightQuant:
     """Weight quantization along the output-channel axis.
 
@@ -49,15 +49,25 @@ class WeightQuant:
     zero_point: np.ndarray
     per_channel: bool
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, WeightQuant):
+            return NotImplemented
+        return (self.per_channel == other.per_channel
+                and np.array_equal(self.scale, other.scale)
+                and np.array_equal(self.zero_point, other.zero_point))
+
+    __hash__ = None  # type: ignore[assignment]  (arrays: mutable, unhashable)
+
     @property
     def symmetric(self) -> bool:
         """All zero points are 0."""
         return not bool(np.any(self.zero_point))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class OpParams:
-    """What a pattern author needs to know about one canonical op call.
+    """What a pattern author needs to know about one canonical op call (compare fields, not
+    whole objects: ``constants`` holds arrays).
 
     ``epilogue`` is set for fused groups (``conv2d`` followed by ``lut``, ...): the compute
     op's own parameters are the fields of this object, the lookup table's are
@@ -77,6 +87,7 @@ class OpParams:
     output_dtype: str
     attrs: Mapping[str, Any]                 # every attribute of the call, as Python values
     constants: Mapping[str, np.ndarray]      # constant tensor arguments by argument name
+    weight_shape: tuple[int, ...] | None = None  # w (conv) or b (matmul), constant or not
     epilogue: OpParams | None = field(default=None)
 
     # -- the names pattern authors look for
@@ -179,12 +190,14 @@ def params_of(call: Any) -> OpParams:
     for name in input_names:
         shapes.extend(shape for _, shape in _tvm.tensor_types(args[name]))
     (out_dtype, out_shape), = _tvm.tensor_types(call)
+    weight_arg = next((name for name in ("w", "b") if f"{name}_scale" in args), None)
+    weight_shape = _tvm.tensor_types(args[weight_arg])[0][1] if weight_arg else None
     clamp = (int(attrs["act_min"]), int(attrs["act_max"])) if "act_min" in attrs else None
     return OpParams(op=op.name, inputs=inputs, output=output, weight=weight, clamp=clamp,
                     rounding=attrs.get("rounding"), layout=op.layout,
                     weight_layout=op.weight_layout, input_shapes=tuple(shapes),
                     output_shape=out_shape, output_dtype=out_dtype, attrs=attrs,
-                    constants=constants)
+                    constants=constants, weight_shape=weight_shape)
 
 
 def with_epilogue(root: OpParams, epilogue: OpParams) -> OpParams:

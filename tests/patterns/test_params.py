@@ -194,3 +194,21 @@ def test_weight_scale_given_as_a_variable_is_rejected():
     call = typed(conv.CONV2D.call(args, _tvm.attrs_dict(e.call)))
     with pytest.raises(TypeError, match="weight scale and zero point must be constants"):
         params_of(call)
+
+
+def test_weight_shape_is_read_for_constant_and_runtime_weights():
+    assert params_of(example("conv2d").call).weight_shape == (CONV_OUT, 4, 3, 3)
+    assert params_of(example("matmul").call).weight_shape == (16, MATMUL_N)
+    assert params_of(example("add").call).weight_shape is None
+    # attention-style matmul: b computed at run time, so only its shape tells its size
+    from canonqnn.ops import matmul
+
+    a, b = var("a", (1, 6, 16)), var("b", (1, 16, 5))
+    p = params_of(typed(matmul.matmul(a, b, None, QX, QB, QOUT, act=ACT)))
+    assert p.weight_shape == (1, 16, 5) and "b" not in p.constants
+
+
+def test_weight_quant_compares_by_value():
+    p, q = params_of(example("conv2d").call), params_of(example("conv2d").call)
+    assert p.weight == q.weight and p.weight is not q.weight
+    assert p.weight != params_of(example("conv2d_transpose").call).weight
