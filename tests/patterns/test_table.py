@@ -3,6 +3,9 @@ registered with TVM under ``canonqnn.``; check functions see ``OpParams``."""
 
 from __future__ import annotations
 
+import pathlib
+import re
+
 import numpy as np
 import pytest
 from _pattern_modules import (QOUT, conv2d_call, example, function_module, producer_then_lut,
@@ -147,3 +150,17 @@ def test_a_check_declining_groups_leaves_their_ops_to_single_op_patterns():
                     fusion_patterns(check=lambda p: p.epilogue is None), merge=False)
     assert [r.composites for r in describe(mod).regions] == [("canonqnn.conv2d",),
                                                              ("canonqnn.lut",)]
+
+
+def test_the_pattern_authors_doc_lists_every_op_with_exactly_its_arguments_and_attributes():
+    doc = pathlib.Path(__file__).resolve().parents[2] / "docs" / "pattern-authors.md"
+    rows = {}
+    for line in doc.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 6 and re.fullmatch(r"`\w+`", cells[0]) and cells[1] in {
+                op.family for op in REGISTRY.values()}:
+            rows[cells[0].strip("`")] = (re.findall(r"`([*\w]+)`", cells[2]),
+                                         re.findall(r"`(\w+)`", cells[3]))
+    assert set(rows) == set(REGISTRY), "update the op table (canonqnn ops prints the registry)"
+    for name, op in REGISTRY.items():
+        assert rows[name] == (list(op.args), list(op.attrs)), name
