@@ -15,7 +15,7 @@ from . import (compute, elementwise, epilogue, indexing, islands, lut, movement,
 from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
 
 DEFAULT_PHASES = (
-    Phase("compute", compute.RULES),
+    Phase("compute", movement.INT8_RULES + compute.RULES),
     Phase("elementwise_pool_movement",
           elementwise.RULES + pool.RULES + softmax.RULES + resize.RULES + reduce.RULES
           + select.RULES + indexing.RULES + movement.RULES[:3]),

@@ -4,6 +4,12 @@
     q(permute_dims(dq(x)))   -> canonqnn.transpose [-> requantize]
     q(concat(dq(x_i)...))    -> canonqnn.concat
     q(act(dq(x)))            -> x (same parameters) | canonqnn.requantize
+    dq(permute_dims(x))      -> dq(canonqnn.transpose(x))   x int8 without parameters
+    dq(reshape(x))           -> dq(canonqnn.reshape(x))     x int8 without parameters
+
+The last two cover int8 moved before any op names its parameters: a QOperator model whose
+int8 NHWC input is transposed to NCHW before its first QLinearConv (tf2onnx layout). The
+move is exact whatever the parameters; the dequantize that reads it gives them.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from typing import Any
 
 from canonqnn import _tvm
 from canonqnn.ops import movement
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, dequantize
 
 from ._engine import Context, Decline, Rule
 from ._match import (FULL_RANGE, dequantized, output, per_tensor_int8, strip_activation,
@@ -84,6 +90,32 @@ def fold_requantize(ctx: Context, call: Any):
         return why
     return _finish(ctx, x.operand, x.qparams, out.qparams, act.bounds(out.qparams))
 
+
+def fold_int8_movement(ctx: Context, call: Any):
+    x = dequantized(ctx, call)
+    if x is None or x.qparams.dtype != "int8" or not x.qparams.per_tensor:
+        return None
+    inner = ctx.call(x.operand, PERMUTE, RESHAPE)
+    if inner is None or not ctx.single_use(x.operand):
+        return None
+    data = inner.args[0]
+    if _tvm.is_const(data) or _tvm.dtype_of(data) != "int8":
+        return None  # constant weights stay constants for the compute rules
+    if _tvm.op_name(inner) == PERMUTE:
+        axes = _tvm.attrs_dict(inner).get("axes")
+        rank = len(_tvm.shape_of(data))
+        axes = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
+        moved = movement.transpose(data, axes, x.qparams)
+    else:
+        moved = movement.reshape(data, _tvm.shape_of(inner), x.qparams)
+    return dequantize(ctx.emit(moved), x.qparams)
+
+
+# Before the compute rules, which read the moved int8 tensor as their operand.
+INT8_RULES = (
+    Rule("int8_movement", DEQUANTIZE, fold_int8_movement,
+         "dq(permute_dims|reshape(x int8)) -> dq(canonqnn.transpose|reshape(x))"),
+)
 
 RULES = (
     Rule("reshape", QUANTIZE, fold_reshape, "q(reshape(dq x)) -> canonqnn.reshape"),
