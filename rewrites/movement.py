@@ -43,15 +43,19 @@ def fold_reshape(ctx: Context, call: Any):
     return _finish(ctx, moved, x.qparams, out.qparams)
 
 
+def _permutation(permute: Any) -> list[int]:
+    """The axes of a ``permute_dims`` call, non-negative (None: reverse them all)."""
+    axes = _tvm.attrs_dict(permute).get("axes")
+    rank = len(_tvm.shape_of(permute.args[0]))
+    return list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
+
+
 def fold_transpose(ctx: Context, call: Any):
     m = unary_chain(ctx, call, PERMUTE, activation=False)
     if not isinstance(m, tuple):
         return m
     out, _, inner, x, _ = m
-    axes = _tvm.attrs_dict(inner).get("axes")
-    rank = len(_tvm.shape_of(x.operand))
-    axes = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-    moved = movement.transpose(x.operand, axes, x.qparams)
+    moved = movement.transpose(x.operand, _permutation(inner), x.qparams)
     return _finish(ctx, moved, x.qparams, out.qparams)
 
 
@@ -102,10 +106,7 @@ def fold_int8_movement(ctx: Context, call: Any):
     if _tvm.is_const(data) or _tvm.dtype_of(data) != "int8":
         return None  # constant weights stay constants for the compute rules
     if _tvm.op_name(inner) == PERMUTE:
-        axes = _tvm.attrs_dict(inner).get("axes")
-        rank = len(_tvm.shape_of(data))
-        axes = list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
-        moved = movement.transpose(data, axes, x.qparams)
+        moved = movement.transpose(data, _permutation(inner), x.qparams)
     else:
         moved = movement.reshape(data, _tvm.shape_of(inner), x.qparams)
     return dequantize(ctx.emit(moved), x.qparams)
