@@ -48,7 +48,8 @@ import canonqnn
 from canonqnn.api import onnx_runtime, random_inputs, tflite_runtimes
 from canonqnn.io import module_io
 from canonqnn.ops import REGISTRY
-from canonqnn.patterns import OpParams, composite_params, describe, match_params, specs
+from canonqnn.patterns import (OpParams, composite_calls, composite_params, describe,
+                               match_params, specs)
 
 BACKEND = "npu"
 ROUNDINGS = ("rne_f32", "q31_double")
@@ -175,18 +176,11 @@ def execute(p: OpParams, operands: list[np.ndarray]) -> np.ndarray:
 def compile_function(func: relax.Function) -> Program:
     """One command per composite call, operands numbered by slot (inputs first)."""
     slot_of = {param: k for k, param in enumerate(func.params)}
-    local, commands = {}, []
-    for block in func.body.blocks:
-        for binding in block.bindings:
-            var, value = binding.var, binding.value
-            if isinstance(value, relax.Function):  # the composite functions, bound locally
-                local[var] = value
-                continue
-            composite = local[value.op]
-            slot_of[var] = len(slot_of)
-            commands.append(Command(str(composite.attrs["Composite"]),
-                                    composite_params(composite),
-                                    [slot_of[a] for a in value.args], slot_of[var]))
+    commands = []
+    for var, name, composite, args in composite_calls(func):
+        slot_of[var] = len(slot_of)
+        commands.append(Command(name, composite_params(composite),
+                                [slot_of[a] for a in args], slot_of[var]))
     result = func.body.body
     outputs = list(result.fields) if isinstance(result, relax.Tuple) else [result]
     return Program(str(func.attrs["global_symbol"]), len(func.params), commands,

@@ -22,12 +22,14 @@ A backend builds its own set with its own name and check, reading typed paramete
 from __future__ import annotations
 
 from .params import OpParams, Quant, WeightQuant, params_of
-from .regions import Partition, Region, composite_params, describe, matches, partition
+from .regions import (Partition, Region, composite_calls, composite_params, describe, matches,
+                      partition)
 from .table import (EPILOGUE, PREFIX, ROOT, PatternSpec, fusion_patterns, match_params, register,
                     specs)
 
 register()
 
 __all__ = ["EPILOGUE", "PREFIX", "ROOT", "OpParams", "Partition", "PatternSpec", "Quant",
-           "Region", "WeightQuant", "composite_params", "describe", "fusion_patterns",
-           "match_params", "matches", "params_of", "partition", "register", "specs"]
+           "Region", "WeightQuant", "composite_calls", "composite_params", "describe",
+           "fusion_patterns", "match_params", "matches", "params_of", "partition", "register",
+           "specs"]

@@ -73,57 +73,53 @@ class Partition:
 def describe(mod: Any) -> Partition:
     """The regions of ``mod["main"]`` after ``partition`` (merged or not)."""
     regions = []
-    for _, value in _tvm.function_bindings(mod["main"]):
-        func = _tvm.callee_function(mod, value)
-        if func is not None:
-            backend = _tvm.function_attr(func, "Codegen")
-            composite = _tvm.function_attr(func, "Composite")
-            if backend is not None:
-                composites = tuple(_composites(func))
-                regions.append(Region(str(backend), tuple(c for c, _ in composites),
-                                      tuple(op for _, ops in composites for op in ops)))
-            elif composite is not None:
-                regions.append(Region(str(composite).split(".")[0], (str(composite),),
-                                      tuple(_ops(func))))
+    for backend, composites, value in _main_regions(mod):
+        if backend is None:
+            name = _op_label(value)
+            if name is not None:
+                regions.append(Region(None, (), (name,)))
             continue
-        name = _op_label(value)
-        if name is not None:
-            regions.append(Region(None, (), (name,)))
+        regions.append(Region(backend, tuple(name for name, _ in composites),
+                              tuple(op for _, f in composites for op in _ops(f))))
     return Partition(tuple(regions))
-
-
-def _composites(func: Any) -> list[tuple[str, list[str]]]:
-    """``(composite name, its ops)`` for each composite call inside a backend function."""
-    return [(name, _ops(composite)) for name, composite in _composite_functions(func)]
-
-
-def _composite_functions(func: Any) -> list[tuple[str, Any]]:
-    """``(composite name, function)`` for each composite call inside a backend function."""
-    local = {}
-    out = []
-    for var, value in _tvm.function_bindings(func):
-        if _tvm.is_function(value):
-            local[var] = value
-            continue
-        callee = local.get(getattr(value, "op", None))
-        if callee is not None and _tvm.function_attr(callee, "Composite") is not None:
-            out.append((str(_tvm.function_attr(callee, "Composite")), callee))
-    return out
 
 
 def matches(mod: Any) -> list[tuple[str, OpParams]]:
     """``(composite name, OpParams)`` of every match in ``mod["main"]`` after ``partition``
     (merged or not), in order: what a backend's codegen receives."""
-    out = []
+    return [(name, composite_params(func)) for backend, composites, _ in _main_regions(mod)
+            if backend is not None for name, func in composites]
+
+
+def composite_calls(func: Any) -> list[tuple[Any, str, Any, list[Any]]]:
+    """``(result var, composite name, composite function, arguments)`` of each composite call
+    in a backend function (a ``"Codegen"`` function made by ``partition``), in order: what a
+    backend's codegen walks."""
+    local, out = {}, []
+    for var, value in _tvm.function_bindings(func):
+        if _tvm.is_function(value):  # composite functions are bound locally, then called
+            local[var] = value
+            continue
+        callee = local.get(getattr(value, "op", None))
+        if callee is not None and _tvm.function_attr(callee, "Composite") is not None:
+            out.append((var, str(_tvm.function_attr(callee, "Composite")), callee,
+                        list(value.args)))
+    return out
+
+
+def _main_regions(mod: Any):
+    """``(backend, [(composite name, function)], value)`` per binding of ``main``; backend is
+    None for work left to TVM."""
     for _, value in _tvm.function_bindings(mod["main"]):
         func = _tvm.callee_function(mod, value)
-        if func is None:
-            continue
-        if _tvm.function_attr(func, "Codegen") is not None:
-            out.extend((name, composite_params(f)) for name, f in _composite_functions(func))
-        elif _tvm.function_attr(func, "Composite") is not None:
-            out.append((str(_tvm.function_attr(func, "Composite")), composite_params(func)))
-    return out
+        backend = None if func is None else _tvm.function_attr(func, "Codegen")
+        composite = None if func is None else _tvm.function_attr(func, "Composite")
+        if backend is not None:
+            yield str(backend), [(name, f) for _, name, f, _ in composite_calls(func)], value
+        elif composite is not None:  # partitioned without merging
+            yield str(composite).split(".")[0], [(str(composite), func)], value
+        elif func is None:
+            yield None, [], value
 
 
 def _ops(func: Any) -> list[str]:

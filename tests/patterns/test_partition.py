@@ -8,7 +8,8 @@ from _pattern_modules import mobilenet_v1_canonical
 
 from canonqnn import _tvm
 from canonqnn.ops import lookup
-from canonqnn.patterns import describe, fusion_patterns, partition
+from canonqnn.patterns import (composite_calls, composite_params, describe, fusion_patterns,
+                               partition)
 
 N_CONV, N_DEPTHWISE = 9, 4
 
@@ -116,3 +117,16 @@ def test_summary_counts_and_names_every_region(canonical):
             assert (where, what) == ("host", region.ops[0])
     assert lines[0].split() == ["host", "quantize"]
     assert lines[1].split() == ["npu"] + ["npu.conv2d,"] * (N_CONV - 1) + ["npu.conv2d"]
+
+
+def test_composite_calls_list_each_composite_of_a_backend_function_with_its_arguments(canonical):
+    part = partition(canonical, fusion_patterns("npu", ops=["conv2d"]))
+    (backend_function,) = [f for _, f in part.functions_items()
+                           if f.attrs is not None and "Codegen" in f.attrs]
+    calls = composite_calls(backend_function)
+    assert [name for _, name, _, _ in calls] == ["npu.conv2d"] * 9
+    # the first reads the function's parameter, each later one the result before it
+    assert calls[0][3] == [backend_function.params[0]]
+    for (prev_var, *_), (_, _, _, args) in zip(calls, calls[1:]):
+        assert args == [prev_var]
+    assert [composite_params(f).op for _, _, f, _ in calls] == ["conv2d"] * 9
