@@ -211,10 +211,9 @@ def _inputs(op: str, attrs: dict[str, Any]) -> tuple[tuple[Quant, ...], tuple[st
         quants = tuple(Quant(float(s), int(z)) for s, z in zip(attrs["in_scales"],
                                                                 attrs["in_zps"]))
         return quants, ("*",)
-    for prefix, names in (("x", ("x",)), ("in", ("x",)), ("", ("x",))):
-        key = f"{prefix}_scale" if prefix else "scale"
-        if key in attrs:
-            return (Quant(float(attrs[key]), int(attrs[key.replace("scale", "zp")])),), names
+    for scale, zp in (("x_scale", "x_zp"), ("in_scale", "in_zp"), ("scale", "zp")):
+        if scale in attrs:  # the one quantized input, argument x
+            return (Quant(float(attrs[scale]), int(attrs[zp])),), ("x",)
     if "a_scale" in attrs:
         a = Quant(float(attrs["a_scale"]), int(attrs["a_zp"]))
         if "b_scale" in attrs:
