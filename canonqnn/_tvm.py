@@ -388,12 +388,6 @@ def fusion_pattern(name: str, pattern: Any, annotations: dict[str, Any],
     return relax.transform.FusionPattern(name, pattern, annotations, check)
 
 
-def fusion_pattern_parts(pattern: Any) -> tuple[str, Any, dict[str, Any], Any]:
-    """``(name, pattern, annotations, check)`` of a ``FusionPattern``."""
-    return (str(pattern.name), pattern.pattern, dict(pattern.annotation_patterns),
-            pattern.check)
-
-
 def leaks_intermediates(context: Any) -> bool:
     """Whether a match's inner results are also used outside it (fusing would duplicate)."""
     from tvm.relax.backend.utils import has_leaking_intermediate_variables

@@ -81,6 +81,13 @@ def fusion_patterns(prefix: str = PREFIX, ops: Sequence[str] | None = None,
     ``ops`` selects patterns by name (``"conv2d"``, ``"conv2d_lut"``, ...; default all);
     ``check(params)`` decides each match from its ``OpParams`` (default: accept).
     """
+    return [_tvm.fusion_pattern(*entry) for entry in _entries(prefix, ops, check)]
+
+
+def _entries(prefix: str, ops: Sequence[str] | None,
+             check: Check | None) -> list[tuple[str, Any, dict[str, Any], Any]]:
+    """``(name, pattern, annotations, check function)`` per selected pattern, highest
+    priority first."""
     chosen = specs()
     if ops is not None:
         known = {s.name for s in chosen}
@@ -88,12 +95,8 @@ def fusion_patterns(prefix: str = PREFIX, ops: Sequence[str] | None = None,
         if unknown:
             raise ValueError(f"unknown pattern(s) {unknown}; known: {sorted(known)}")
         chosen = [s for s in chosen if s.name in set(ops)]
-    out = []
-    for spec in chosen:
-        pattern, annotations = spec.dpl()
-        out.append(_tvm.fusion_pattern(f"{prefix}.{spec.name}", pattern, annotations,
-                                       _check_function(spec, check)))
-    return out
+    return [(f"{prefix}.{spec.name}", *spec.dpl(), _check_function(spec, check))
+            for spec in chosen]
 
 
 _REGISTERED: list[str] = []
@@ -104,7 +107,7 @@ def register() -> list[str]:
     that ``FuseOpsByPattern(get_patterns_with_prefix("canonqnn"))`` partitions a canonical
     module one canonical op (or fused group) per composite function."""
     if not _REGISTERED:
-        entries = [_tvm.fusion_pattern_parts(p) for p in fusion_patterns()]
+        entries = _entries(PREFIX, None, None)
         _tvm.register_fusion_patterns(list(reversed(entries)))  # registry: later = higher
         _REGISTERED.extend(name for name, *_ in entries)
     return list(_REGISTERED)
