@@ -5,11 +5,11 @@ onnxruntime are in tests/frontends/onnx/test_indexing.py."""
 from __future__ import annotations
 
 import numpy as np
+from _canonical import canonical_calls
 import pytest
 
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
-from canonqnn.ops import lookup
 from canonqnn.qparams import QParams
 from canonqnn.rewrites import DEFAULT_PHASES, Phase, canonicalize, indexing
 from canonqnn.rewrites.indexing import block_layout, relax_slice_begin
@@ -34,17 +34,6 @@ def fake_quant(body, in_qp=IN, out_qp=OUT, shape=SHAPE, extra=(), phases=DEFAULT
             out = bb.emit_output(bb.emit(qdq.quantize(y, out_qp)))
         bb.emit_func_output(out)
     return canonicalize(bb.get(), phases)
-
-
-def canonical_calls(mod) -> list[tuple[str, dict, object]]:
-    """(op name, attributes, call) of every canonical op in ``main``, in order."""
-    out = []
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            op = lookup(binding.value)
-            if op is not None:
-                out.append((op.name, _tvm.attrs_dict(binding.value), binding.value))
-    return out
 
 
 def names(mod) -> list[str]:

@@ -4,11 +4,11 @@ table they get, and the reasons it gives for those it declines."""
 from __future__ import annotations
 
 import numpy as np
+from _canonical import lut_tables
 
 import canonqnn
 from canonqnn import _tvm, qdq, tables
 from canonqnn._tvm import relax
-from canonqnn.ops import lookup
 from canonqnn.qparams import QParams
 from canonqnn.rewrites import Phase
 from canonqnn.rewrites import lut as lut_rule
@@ -33,17 +33,6 @@ def _fq(build, in_qp: QParams = IN_QP, out_qp: QParams = OUT_QP, inputs=("x",)):
     return bb.get()
 
 
-def _luts(mod):
-    found = []
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            op = lookup(binding.value)
-            if op is not None and op.name == "lut":
-                found.append((_tvm.const_value(binding.value.args[1]),
-                              _tvm.attrs_dict(binding.value)))
-    return found
-
-
 def _onnx_table(fn, in_qp=IN_QP, out_qp=OUT_QP) -> np.ndarray:
     return tables.build("onnx", fn, in_qp, out_qp)
 
@@ -60,7 +49,7 @@ def _island_reasons(report) -> dict[str, str]:
 def test_single_activation_folds_into_a_table_named_after_it():
     mod, report = canonqnn.canonicalize(_fq(lambda bb, r: bb.emit(relax.op.sigmoid(r))))
     assert dict(report.canonical_ops) == {"lut": 1} and not report.float_islands
-    [(table, attrs)] = _luts(mod)
+    [(table, attrs)] = lut_tables(mod)
     assert attrs["function"] == "sigmoid" and attrs["axis"] == -1
     assert (attrs["in_scale"], attrs["in_zp"], attrs["out_scale"], attrs["out_zp"]) == \
         (IN_QP.scalar_scale, 3, OUT_QP.scalar_scale, -10)
@@ -74,7 +63,7 @@ def test_function_reading_its_input_twice_folds_into_one_table():
 
     mod, report = canonqnn.canonicalize(_fq(swish))
     assert dict(report.canonical_ops) == {"lut": 1} and not report.float_islands
-    [(table, attrs)] = _luts(mod)
+    [(table, attrs)] = lut_tables(mod)
     assert attrs["function"] == "silu"
     want = _onnx_table(lambda v: _ev("relax.multiply", v, _ev("relax.sigmoid", v)))
     assert np.array_equal(table, want)
@@ -89,7 +78,7 @@ def test_constant_along_one_axis_gives_one_table_row_per_channel():
 
     mod, report = canonqnn.canonicalize(_fq(scaled_tanh))
     assert dict(report.canonical_ops) == {"lut": 1}
-    [(table, attrs)] = _luts(mod)
+    [(table, attrs)] = lut_tables(mod)
     assert attrs["axis"] == 1 and table.shape == (4, 256)
     for row, s in zip(table, slopes):
         want = _onnx_table(lambda v, s=s: _ev("relax.tanh", _ev("relax.multiply", v,
@@ -101,7 +90,7 @@ def test_prelu_slopes_along_its_axis_give_per_channel_rows():
     slopes = np.array([0.1, -0.2, 0.3, 0.4], np.float32)
     mod, _ = canonqnn.canonicalize(_fq(lambda bb, r: bb.emit(
         relax.op.nn.prelu(r, _tvm.const(slopes), axis=1))))
-    [(table, attrs)] = _luts(mod)
+    [(table, attrs)] = lut_tables(mod)
     assert attrs["axis"] == 1
     for row, s in zip(table, slopes):
         want = _onnx_table(lambda v, s=s: _ev("relax.nn.leakyrelu", v, alpha=float(s)))
@@ -120,7 +109,7 @@ def test_dequantized_constant_is_a_constant_of_the_table():
 
     mod, report = canonqnn.canonicalize(_fq(gated))
     assert dict(report.canonical_ops) == {"lut": 1} and not report.float_islands
-    [(table, attrs)] = _luts(mod)
+    [(table, attrs)] = lut_tables(mod)
     assert attrs["axis"] == 1 and attrs["function"] == "multiply(tanh(x), dq(c[1, 4, 1, 1]))"
     real_c = (c.reshape(-1).astype(np.float32) * c_qp.scale).astype(np.float32)
     for row, value in zip(table, real_c):

@@ -7,13 +7,13 @@ from __future__ import annotations
 import json
 
 import numpy as np
+from _canonical import lut_tables
 import pytest
 
 import canonqnn
 from canonqnn import _tvm, qdq, tables
 from canonqnn._tvm import relax
 from canonqnn.io import IO_ATTR, ModelIO
-from canonqnn.ops import lookup
 from canonqnn.qparams import QParams
 
 SHAPE = (1, 4, 8, 8)
@@ -59,23 +59,12 @@ KERNELS = {  # function -> (FQ body, output qparams, kernel parameters)
 }
 
 
-def _luts(mod):
-    found = []
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            op = lookup(binding.value)
-            if op is not None and op.name == "lut":
-                found.append((_tvm.const_value(binding.value.args[1]),
-                              _tvm.attrs_dict(binding.value)))
-    return found
-
-
 @pytest.mark.parametrize("function", sorted(KERNELS))
 def test_kernel_form_folds_into_the_table_of_the_whole_tflite_kernel(function):
     body, out_qp, params = KERNELS[function]
     mod, report = canonqnn.canonicalize(_fq(body, out_qp=out_qp))
     assert dict(report.canonical_ops) == {"lut": 1} and not report.float_islands
-    [(table, attrs)] = _luts(mod)
+    [(table, attrs)] = lut_tables(mod)
     assert attrs["function"] == function
     want = tables.kernel_table("tflite", function, IN_QP, out_qp, **params)
     np.testing.assert_array_equal(table, want)
@@ -87,7 +76,7 @@ def test_uint8_model_gets_the_uint8_kernel_table():
     tables_by_dtype = {}
     for uint8 in (False, True):
         mod, _ = canonqnn.canonicalize(_fq(hardswish, in_qp, out_qp, uint8=uint8))
-        [(table, _)] = _luts(mod)
+        [(table, _)] = lut_tables(mod)
         tables_by_dtype[uint8] = table
     np.testing.assert_array_equal(
         tables_by_dtype[True],

@@ -5,11 +5,11 @@ conditions, constant branches, onnxruntime's reading of a scalar branch), and th
 from __future__ import annotations
 
 import numpy as np
+from _canonical import canonical_calls
 import pytest
 
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
-from canonqnn.ops import lookup
 from canonqnn.qparams import QParams, quantize_value
 from canonqnn.rewrites import DEFAULT_PHASES, Phase, canonicalize, select
 from canonqnn.rewrites.select import ort_dummy_dq_value
@@ -41,15 +41,6 @@ def fake_quant(body, out_qp=OUT, qps=None, uint8=(), phases=DEFAULT_PHASES):
     if uint8:
         mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, list(uint8))
     return canonicalize(mod, phases)
-
-
-def canonical_calls(mod):
-    out = []
-    for block in mod["main"].body.blocks:
-        for binding in block.bindings:
-            if (op := lookup(binding.value)) is not None:
-                out.append((op.name, _tvm.attrs_dict(binding.value), binding.value))
-    return out
 
 
 def reasons(report) -> list[str]:
