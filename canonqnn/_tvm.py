@@ -258,6 +258,169 @@ def compile_fused(mod: Any, target: Any) -> Any:
     return tvm.compile(mod, target=target, relax_pipeline=lower)
 
 
+def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any],
+                 cores: int) -> Any:
+    """``mod`` with every block at the root of each unscheduled PrimFunc scheduled by
+    ``plan_block(kinds, extents, cores)`` (a ``canonqnn.schedule.BlockPlan``).
+
+    Blocks whose loops do not fit the plan's model (symbolic extents, non-loop bindings) stay as
+    they are; so does a block where a primitive refuses the plan.
+    """
+    from tvm.s_tir.schedule import ScheduleError
+
+    out = copy_module(mod)
+    for gv, func in list(mod.functions_items()):
+        if not isinstance(func, tirx.PrimFunc) or function_attr(func, "tirx.is_scheduled"):
+            continue
+        sch, blocks = _root_blocks(func)
+        for block in blocks:
+            try:
+                _apply_block_plan(sch, block, plan_block, cores)
+            except ScheduleError:
+                pass  # the block keeps the primitives applied before the refused one
+        out[gv] = sch.mod["main"]
+    return out
+
+
+def _apply_block_plan(sch: Any, block: Any, plan_block: Callable, cores: int) -> None:
+    loops = sch.get_loops(block)
+    iters = sch.get(block).iter_vars
+    extents = [sch.get(loop).extent for loop in loops]
+    if not loops or len(iters) != len(loops) or not all(
+            isinstance(e, tirx.IntImm) for e in extents):
+        return
+    kinds = ["S" if int(iv.iter_type) == 0 else "R" if int(iv.iter_type) == 2 else "?"
+             for iv in iters]
+    plan = plan_block(kinds, [int(e.value) for e in extents], cores)
+    if plan.is_noop:
+        return
+    n_spatial = kinds.index("R") if "R" in kinds else len(kinds)
+    reduction = list(loops[n_spatial:])
+    outer = list(loops[:n_spatial - plan.inner])
+    inner = list(loops[n_spatial - plan.inner:n_spatial])
+    blocked = []
+    if plan.block > 1:
+        o_out, o_in = sch.split(outer[1], [None, plan.block])
+        outer[1], blocked = o_out, [o_in]
+    if plan.inner or blocked:
+        sch.reorder(*outer, *reduction, *blocked, *inner)
+    if blocked:
+        sch.unroll(blocked[0])
+    if len(inner) > 1:
+        sch.fuse(*inner)
+    if plan.parallel:
+        lead = outer[:plan.parallel]
+        sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])
+    if plan.inner and reduction:
+        sch.decompose_reduction(block, reduction[0])
+
+
+# ---------------------------------------------------------------- MetaSchedule tuning
+def _root_blocks(func: Any) -> tuple[Any, list[Any]]:
+    from tvm.s_tir import Schedule
+
+    sch = Schedule(tvm.IRModule({"main": func}))
+    return sch, sch.get_child_blocks(sch.get_sblock("root"))
+
+
+def _region_dtype(region: Any) -> str:
+    return str(region.source.dtype)  # the written buffer
+
+
+def reduction_dtypes(func: Any) -> set[str]:
+    """The dtypes of the buffers a PrimFunc's reduction blocks write (empty: no reduction)."""
+    sch, blocks = _root_blocks(func)
+    dtypes = set()
+    for block in blocks:
+        node = sch.get(block)
+        if any(int(iv.iter_type) == 2 for iv in node.iter_vars):
+            dtypes.update(_region_dtype(region) for region in node.writes)
+    return dtypes
+
+
+def _tuning_target(target: Any) -> Any:
+    """``target`` with ``num-cores`` set, which MetaSchedule requires of a CPU target."""
+    config = dict(target.export())
+    config["num-cores"] = cpu_cores(target)
+    return tvm.target.Target(config)
+
+
+def _tuning_database(work_dir: str) -> Any:
+    from tvm.s_tir import meta_schedule as ms
+
+    return ms.database.JSONDatabase(work_dir=work_dir)
+
+
+def tune_cpu(mod: Any, target: Any, work_dir: str, trials: int,
+             tunable: Callable[[Any], bool]) -> tuple[int, int]:
+    """MetaSchedule-tune the kernels of a fused module for which ``tunable(prim_func)`` holds,
+    recording into the JSON database in ``work_dir``. Kernels the database already has a
+    record for are not tuned again. The trials are spread over the kernels so that each gets at
+    least one round when ``trials`` >= 2 per kernel (a kernel left without a record is tuned by
+    the next call). Returns ``(kernels tuned now, kernels found tuned)``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    os.makedirs(work_dir, exist_ok=True)
+    target = _tuning_target(target)
+    tasks = [t for t in ms.relax_integration.extract_tasks(mod, target)
+             if tunable(t.dispatched[0]["main"])]
+    database = _tuning_database(work_dir)
+    missing = [t for t in tasks if database.query_tuning_record(
+        t.dispatched[0], target, t.task_name) is None]
+    if missing and trials > 0:
+        contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+            missing, work_dir=work_dir, seed=0)
+        ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
+                      max_trials_global=trials,
+                      num_trials_per_iter=max(2, min(64, trials // len(missing))),
+                      builder=ms.builder.LocalBuilder(f_build=_build_candidate),
+                      database=database, cost_model="xgb")
+    return len(missing), len(tasks) - len(missing)
+
+
+def _build_candidate(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default candidate build without its import of every target's tensor
+    intrinsics (about 25 s per builder process, and the builder starts new processes for each
+    batch); canonqnn's kernels use none."""
+    from tvm.driver import build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    return build(RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod), target=target)
+
+
+def apply_tuning(mod: Any, target: Any, work_dir: str) -> Any:
+    """``mod`` with the kernels the database in ``work_dir`` has records for replaced by their
+    best tuned schedules (marked ``tirx.is_scheduled``)."""
+    with _tuning_target(target), _tuning_database(work_dir), \
+            tvm.transform.PassContext(opt_level=3):
+        return relax.transform.MetaScheduleApplyDatabase(enable_warning=False)(mod)
+
+
+def cpu_cores(target: Any) -> int:
+    """The cores a CPU target's code runs on: its ``num-cores``, else this machine's."""
+    cores = target.attrs.get("num-cores") if target.attrs else None
+    return int(cores) if cores else (os.cpu_count() or 1)
+
+
+def constant_bytes(mod: Any) -> dict[str, int]:
+    """Bytes of the distinct constants in ``mod``'s Relax functions, by dtype (what a built
+    module carries as weights and parameters)."""
+    seen, sizes = set(), {}
+
+    def visit(expr: Any) -> None:
+        if is_const(expr) and expr.__hash__() not in seen:
+            seen.add(expr.__hash__())
+            value = expr.value
+            dtype = str(value.dtype)
+            count = int(np.prod([int(d) for d in value.shape])) if len(value.shape) else 1
+            sizes[dtype] = sizes.get(dtype, 0) + count * np.dtype(dtype).itemsize
+
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return sizes
+
+
 def kernel_calls(mod: Any) -> tuple[list[tuple[str, list[Any], Any]], dict[Any, Any]]:
     """The ``call_tir`` bindings of a fused module's ``main``, in order, as
     ``(kernel name, arguments, output var)``, and for each variable that reads a field of

@@ -174,8 +174,9 @@ def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
     return out
 
 
-def ort_session(model: Any) -> tuple[Any, str]:
-    """An onnxruntime CPU session with the settings canonqnn's rounding reproduces.
+def ort_session(model: Any, threads: int | None = None) -> tuple[Any, str]:
+    """An onnxruntime CPU session with the settings canonqnn's rounding reproduces, on
+    ``threads`` intra-op threads (onnxruntime's default: one per core).
 
     ``session.x64quantprecision`` keeps x86 u8s8 kernels from saturating int16 pair sums;
     onnxruntime has no s8s8 kernels under it, so models it cannot load run without it.
@@ -191,6 +192,8 @@ def ort_session(model: Any) -> tuple[Any, str]:
         so = ort.SessionOptions()
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         so.log_severity_level = 3  # errors only: its graph-cleanup warnings are not ours
+        if threads:
+            so.intra_op_num_threads = threads
         for key, value in config.items():
             so.add_session_config_entry(key, value)
         try:

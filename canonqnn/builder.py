@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm
+from . import _tvm, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError
 from .io import IO_FUNCTION, ModelIO, TensorInfo, module_io
@@ -44,6 +44,7 @@ class Built:
     io: ModelIO
     target: str
     kernels: KernelReport | None = None  # None for a library built by an older canonqnn
+    tuning: tuple[int, int] | None = None  # (kernels tuned by this build, found tuned) if tuned
 
     def __post_init__(self) -> None:
         self._vm = _tvm.virtual_machine(self.module)
@@ -85,20 +86,54 @@ def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:
     return from_fused_module(fuse(mod, target))
 
 
-def build(mod: Any, target: Any = None) -> Built:
-    """Legalize ``mod`` (canonical ops -> integer TIR), fuse and compile it for ``target``.
+TUNING_PACKAGES = ("xgboost", "cloudpickle", "psutil")  # MetaSchedule's cost model and workers
+
+
+def build(mod: Any, target: Any = None, *, tune: int = 0,
+          tuning_dir: str | os.PathLike | None = None) -> Built:
+    """Legalize ``mod`` (canonical ops -> integer TIR), fuse, schedule and compile it for
+    ``target``.
 
     ``target`` defaults to the host CPU (``llvm`` with ``mcpu`` from LLVM's own detection).
+    Kernels get canonqnn's CPU schedule (``canonqnn.schedule``: vectorized, multi-threaded).
+    With ``tuning_dir``, kernels the MetaSchedule database there has records for use their tuned
+    schedule instead, and ``tune`` > 0 first tunes the kernels it lacks with that many trials in
+    total (the ``tune`` extra). Only kernels with an integer reduction (conv, matmul, pooling)
+    are tuned: elsewhere the CPU schedule is as good, and a tuned schedule of a float reduction
+    may reassociate the sum, where results must stay bit-exact.
     """
     io = module_io(mod) or _fallback_io(mod)
     tgt = _tvm.as_target(target)
     fused = fuse(mod, tgt)
     kernels = from_fused_module(fused)
+    tuning = None
+    if tune and tuning_dir is None:
+        raise CanonqnnError("tuning needs a tuning_dir to keep its database in")
+    if tuning_dir is not None:
+        tuning_dir = os.fspath(tuning_dir)
+        if tune:
+            _require_tuning_packages()
+        tuning = _tvm.tune_cpu(fused, tgt, tuning_dir, tune, _tunable)
+        fused = _tvm.apply_tuning(fused, tgt, tuning_dir)
+    fused = _tvm.schedule_cpu(fused, schedule.plan_block, _tvm.cpu_cores(tgt))
     for name, text in ((IO_FUNCTION, json.dumps(io.to_json())),
                        (KERNELS_FUNCTION, json.dumps(kernels.to_json()))):
         fused = _tvm.with_function(fused, name, _tvm.string_function(text))
     executable = _tvm.compile_fused(fused, tgt)
-    return Built(executable, io, str(tgt), kernels)
+    return Built(executable, io, str(tgt), kernels, tuning)
+
+
+def _tunable(func: Any) -> bool:
+    dtypes = _tvm.reduction_dtypes(func)
+    return bool(dtypes) and not any(d.startswith(("float", "bfloat")) for d in dtypes)
+
+
+def _require_tuning_packages() -> None:
+    import importlib.util
+
+    missing = [p for p in TUNING_PACKAGES if importlib.util.find_spec(p) is None]
+    if missing:
+        raise CanonqnnError(f"tuning needs {', '.join(missing)}: pip install 'canonqnn[tune]'")
 
 
 def load_built(path: str | os.PathLike) -> Built:

@@ -187,8 +187,11 @@ class _GraphBuilder:
 # --------------------------------------------------------------------------
 # Models
 # --------------------------------------------------------------------------
-def resnet_like(seed: int = 0) -> onnx.ModelProto:
+def resnet_like(seed: int = 0, resolution: int = 32, width: int = 1) -> onnx.ModelProto:
     """Tiny ResNet: stem Conv+Relu, MaxPool, 3 basic blocks, GAP, Flatten, Gemm.
+
+    ``resolution`` sets the input's height and width and ``width`` multiplies every channel
+    count (the defaults give the shapes below; benchmarks use larger ones).
 
     Shapes (NCHW)::
 
@@ -205,7 +208,8 @@ def resnet_like(seed: int = 0) -> onnx.ModelProto:
     of every block uses gain 0.5 so the residual sum stays well scaled.
     """
     g = _GraphBuilder(seed)
-    x = g.relu(g.conv(INPUT_NAME, 3, 16, 3))
+    c1, c2 = 16 * width, 32 * width
+    x = g.relu(g.conv(INPUT_NAME, 3, c1, 3))
     x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
 
     def basic_block(x: str, cin: int, cout: int, stride: int) -> str:
@@ -214,20 +218,24 @@ def resnet_like(seed: int = 0) -> onnx.ModelProto:
         sc = x if (stride == 1 and cin == cout) else g.conv(x, cin, cout, 1, stride=stride)
         return g.relu(g.node("Add", [y, sc]))
 
-    x = basic_block(x, 16, 16, 1)
-    x = basic_block(x, 16, 32, 2)
-    x = basic_block(x, 32, 32, 1)
+    x = basic_block(x, c1, c1, 1)
+    x = basic_block(x, c1, c2, 2)
+    x = basic_block(x, c2, c2, 1)
     x = g.node("GlobalAveragePool", [x])
     x = g.node("Flatten", [x], axis=1)
-    w = g.rng.normal(0.0, np.sqrt(1.0 / 32), size=(NUM_CLASSES, 32)).astype(np.float32)
+    w = g.rng.normal(0.0, np.sqrt(1.0 / c2), size=(NUM_CLASSES, c2)).astype(np.float32)
     b = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
     out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc",
                  output=OUTPUT_NAME, transB=1)
-    return g.model("resnet_like", out, [1, NUM_CLASSES])
+    return g.model("resnet_like", out, [1, NUM_CLASSES],
+                   in_shape=(1, 3, resolution, resolution))
 
 
-def mobilenet_v1_like(seed: int = 0) -> onnx.ModelProto:
+def mobilenet_v1_like(seed: int = 0, resolution: int = 32, width: int = 1) -> onnx.ModelProto:
     """Tiny MobileNet-v1: stride-2 stem, 4 depthwise-separable blocks, AvgPool, Reshape, MatMul+Add.
+
+    ``resolution`` (a multiple of 8) sets the input's height and width and ``width`` multiplies
+    every channel count (the defaults give the shapes below; benchmarks use larger ones).
 
     Shapes (NCHW)::
 
@@ -247,19 +255,24 @@ def mobilenet_v1_like(seed: int = 0) -> onnx.ModelProto:
     g = _GraphBuilder(seed)
     # gain 1.5 so that a few percent of activations exceed 6 and Clip's max
     # bound is actually exercised.
-    x = g.relu6(g.conv(INPUT_NAME, 3, 16, 3, stride=2, gain=1.5))
-    c = 16
+    if resolution % 8:
+        raise ValueError(f"resolution must be a multiple of 8, got {resolution}")
+    c = 16 * width
+    x = g.relu6(g.conv(INPUT_NAME, 3, c, 3, stride=2, gain=1.5))
     for cout, stride in [(32, 1), (64, 2), (64, 1), (128, 2)]:
+        cout *= width
         x = g.relu6(g.conv(x, c, c, 3, stride=stride, group=c, gain=1.5))
         x = g.relu6(g.conv(x, c, cout, 1, gain=1.5))
         c = cout
-    x = g.node("AveragePool", [x], kernel_shape=[4, 4], strides=[1, 1])
+    pool = resolution // 8
+    x = g.node("AveragePool", [x], kernel_shape=[pool, pool], strides=[1, 1])
     x = g.node("Reshape", [x, g.const("reshape_shape", np.array([1, c], dtype=np.int64))])
     w = g.rng.normal(0.0, np.sqrt(1.0 / c), size=(c, NUM_CLASSES)).astype(np.float32)
     b = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
     x = g.node("MatMul", [x, g.const("fc_w", w)], prefix="fc_matmul")
     out = g.node("Add", [x, g.const("fc_b", b)], prefix="fc_add", output=OUTPUT_NAME)
-    return g.model("mobilenet_v1_like", out, [1, NUM_CLASSES])
+    return g.model("mobilenet_v1_like", out, [1, NUM_CLASSES],
+                   in_shape=(1, 3, resolution, resolution))
 
 
 def mobilenet_v3_like(seed: int = 0) -> onnx.ModelProto:
@@ -314,8 +327,9 @@ def mobilenet_v3_like(seed: int = 0) -> onnx.ModelProto:
     return g.model("mobilenet_v3_like", out, [1, NUM_CLASSES], opset=17)
 
 
-def transformer_encoder_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx.ModelProto:
-    """One pre-LN transformer encoder layer on ``input`` [1, S, D] = SEQ_SHAPE (S 16, D 32).
+def transformer_encoder_like(seed: int = 0, heads: int = 2, ffn: int = 64,
+                             seq: int = SEQ_SHAPE[1], width: int = SEQ_SHAPE[2]) -> onnx.ModelProto:
+    """One pre-LN transformer encoder layer on ``input`` [1, S, D] (default SEQ_SHAPE: S 16, D 32).
 
     Graph, as exporters emit it::
 
@@ -332,7 +346,6 @@ def transformer_encoder_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> on
     the two output projections gain 0.5 so the residual stream stays near unit scale.
     """
     g = _GraphBuilder(seed)
-    _, seq, width = SEQ_SHAPE
     head = width // heads
     x = g.layer_norm(INPUT_NAME, width)
     q, k, v = (g.linear(x, width, width) for _ in range(3))
@@ -355,8 +368,8 @@ def transformer_encoder_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> on
     y = g.linear(g.layer_norm(h, width), width, ffn)
     y = g.linear(g.node("Gelu", [y]), ffn, width, gain=0.5)
     out = g.node("Add", [h, y], output="hidden")
-    return g.model("transformer_encoder_like", out, list(SEQ_SHAPE), in_shape=SEQ_SHAPE,
-                   opset=20)
+    shape = (1, seq, width)
+    return g.model("transformer_encoder_like", out, list(shape), in_shape=shape, opset=20)
 
 
 def conv_classifier_like(seed: int = 0) -> onnx.ModelProto:
