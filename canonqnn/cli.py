@@ -87,11 +87,18 @@ def cmd_build(args) -> int:
     from .builder import build
 
     mod, report = _canonical(args.model, args.shape)
-    built = build(mod, args.target)
     out = args.output or os.path.splitext(args.model)[0] + ".so"
+    tuning_dir = args.tuning_dir
+    if args.tune and tuning_dir is None:
+        tuning_dir = os.path.splitext(out)[0] + ".tuning"  # next to the library, reused
+    built = build(mod, args.target, tune=args.tune, tuning_dir=tuning_dir)
     built.export(out)
     print(report.summary())
     print(f"target: {built.target}")
+    if built.tuning is not None:
+        tuned, reused = built.tuning
+        print(f"tuning: {tuned} kernels tuned ({args.tune} trials), {reused} reused "
+              f"from {tuning_dir}")
     print(f"wrote {out}")
     return 0
 
@@ -204,6 +211,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("model")
     b.add_argument("-o", "--output", help="library path (default MODEL.so)")
     b.add_argument("--target", help="TVM target (default: host CPU)")
+    b.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                   help="tune the conv/matmul kernels with MetaSchedule, TRIALS trials in "
+                        "total (needs the tune extra); the database is kept in --tuning-dir "
+                        "and a later build reuses it")
+    b.add_argument("--tuning-dir", metavar="DIR",
+                   help="MetaSchedule database to use (default with --tune: OUTPUT.tuning)")
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("run", help="run a built library")

@@ -1,0 +1,83 @@
+"""MetaSchedule tuning of a build: bit-exact results, and a database that later builds reuse."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import onnx
+import pytest
+from _onnx_chains import conv_then_separately_quantized
+
+import canonqnn
+from canonqnn import builder
+from canonqnn.api import ort_session
+from canonqnn.cli import main
+from canonqnn.errors import CanonqnnError
+
+TRIALS = 4  # one round for the model's one tunable kernel (conv + table + dequantize)
+
+
+@pytest.fixture(scope="module")
+def model():
+    return conv_then_separately_quantized("Sigmoid")
+
+
+@pytest.fixture(scope="module")
+def tuned(model, tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tuning") / "db"
+    mod, _ = canonqnn.canonicalize(canonqnn.load(model))
+    return mod, directory, canonqnn.build(mod, tune=TRIALS, tuning_dir=directory)
+
+
+def _inputs(n: int):
+    rng = np.random.default_rng(7)
+    return [{"x": rng.uniform(-4, 4, (1, 3, 6, 6)).astype(np.float32)} for _ in range(n)]
+
+
+def test_tuned_build_records_its_kernel_and_stays_bit_exact_with_onnxruntime(model, tuned):
+    _, directory, built = tuned
+    assert built.tuning == (1, 0)
+    assert (directory / "database_tuning_record.json").read_text().strip()
+    session, _ = ort_session(model)
+    for feed in _inputs(5):
+        (expected,) = session.run(None, feed)
+        np.testing.assert_array_equal(built.run(feed)["out"], expected)
+
+
+def test_second_build_reuses_the_database_instead_of_tuning(tuned):
+    mod, directory, _ = tuned
+    assert canonqnn.build(mod, tune=TRIALS, tuning_dir=directory).tuning == (0, 1)
+
+
+def test_cli_keeps_the_database_next_to_the_library_and_reuses_it(model, tuned, tmp_path,
+                                                                   capsys):
+    _, directory, _ = tuned
+    shutil.copytree(directory, tmp_path / "m.tuning")  # as a first `--tune` build leaves it
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    assert main(["build", str(path), "-o", str(tmp_path / "m.so"), "--tune", str(TRIALS)]) == 0
+    out = capsys.readouterr().out
+    assert f"tuning: 0 kernels tuned ({TRIALS} trials), 1 reused from {tmp_path / 'm.tuning'}" \
+        in out
+    library = canonqnn.load_built(tmp_path / "m.so")
+    session, _ = ort_session(model)
+    feed = _inputs(1)[0]
+    np.testing.assert_array_equal(library.run(feed)["out"], session.run(None, feed)[0])
+
+
+def test_tuning_without_a_directory_is_refused(tuned):
+    mod, _, _ = tuned
+    with pytest.raises(CanonqnnError, match="tuning_dir"):
+        canonqnn.build(mod, tune=TRIALS)
+
+
+def test_missing_tuning_packages_are_named_with_the_extra_to_install(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "xgboost" else real(name, *a))
+    with pytest.raises(CanonqnnError,
+                       match=r"tuning needs xgboost: pip install 'canonqnn\[tune\]'"):
+        builder._require_tuning_packages()
