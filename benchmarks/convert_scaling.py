@@ -25,6 +25,7 @@ and, unless ``--no-memory``, each stage's peak resident memory in a fresh proces
 
     python benchmarks/convert_scaling.py [--sizes 1000,5000,20000,50000]
         [--family conv|transformer|all] [--repeat N] [--json OUT] [--no-memory] [--keep DIR]
+        [--activation int8|uint8]
 
 The graph generators ``conv_stack(n_nodes)`` and ``transformer(n_nodes)`` are importable and
 return an ``onnx.ModelProto``.
@@ -67,8 +68,8 @@ CONV_BLOCK_NODES = (CONVS_PER_BLOCK - 1) * CONV_RELU_NODES + CONV_NODES + RESIDU
 SEQ, HIDDEN, HEADS, FFN = 8, 16, 2, 32
 HEAD_DIM = HIDDEN // HEADS
 LAYER_NORM_NODES = 31
-ATTENTION_NODES = 65
-FFN_NODES = LAYER_NORM_NODES + 6 + 7 + 6 + 4
+ATTENTION_NODES = 65  # after its LayerNormalization: Q/K/V, heads, scores, softmax, out, Add
+FFN_NODES = LAYER_NORM_NODES + 6 + 7 + 6 + 4  # LN, up, Gelu, down, Add
 TRANSFORMER_BLOCK_NODES = LAYER_NORM_NODES + ATTENTION_NODES + FFN_NODES
 FILLER_MIN = 9  # every remainder of at least 9 nodes is 3 * (0..3) + 4 * k
 
@@ -76,7 +77,10 @@ FILLER_MIN = 9  # every remainder of at least 9 nodes is 3 * (0..3) + 4 * k
 class _QdqGraph:
     """Accumulates nodes and initializers of one QDQ graph with unique tensor names."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: int, activation: str = "int8") -> None:
+        if activation not in ("int8", "uint8"):
+            raise ValueError(f"activation {activation!r}: int8 or uint8")
+        self.activation = activation
         self.rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []
         self.inits: list[onnx.TensorProto] = []
@@ -96,10 +100,13 @@ class _QdqGraph:
         self.nodes.append(helper.make_node(op, inputs, [out], **attrs))
         return out
 
-    def act_qparams(self, scale: float | None = None) -> tuple[str, str, float]:
-        """Per-tensor int8 activation parameters: (scale name, zero point name, scale)."""
+    def act_qparams(self, scale: float | None = None,
+                    dtype: str | None = None) -> tuple[str, str, float]:
+        """Per-tensor activation parameters (int8 or uint8, default the graph's activation
+        type): (scale name, zero point name, scale)."""
         s = np.float32(scale if scale is not None else self.rng.uniform(0.02, 0.06))
-        z = np.int8(self.rng.integers(-4, 5))
+        dtype = dtype or self.activation
+        z = np.array(self.rng.integers(-4, 5) + (128 if dtype == "uint8" else 0), dtype)
         return self.init(s, "s"), self.init(z, "z"), float(s)
 
     def q(self, x: str, qp: tuple[str, str, float]) -> str:
@@ -125,9 +132,9 @@ class _QdqGraph:
                        "dq", axis=0)
         return wf, bf
 
-    def const(self, value, prefix: str = "c") -> str:
-        return self.init(np.asarray(value, np.float32 if isinstance(value, float) else None),
-                         prefix)
+    def const(self, value: float, prefix: str = "c") -> str:
+        """A float32 scalar initializer."""
+        return self.init(np.float32(value), prefix)
 
     def model(self, in_shape: tuple[int, ...], out: str, out_shape: tuple[int, ...],
               name: str) -> onnx.ModelProto:
@@ -162,12 +169,13 @@ def _conv_layer(g: _QdqGraph, xq: str, xqp, relu: bool):
     return g.q(y, yqp), yqp
 
 
-def conv_stack(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
+def conv_stack(n_nodes: int, seed: int = 0, activation: str = "int8") -> onnx.ModelProto:
     """A QDQ Conv chain of exactly ``n_nodes`` ONNX nodes (at least 30).
 
     Input Q, then blocks of three Conv layers (Relu after the first two) closed by a residual
     Add + Relu with the block input, then single Conv layers (5 nodes without Relu, 6 with) to
-    reach the count, then the output DQ.
+    reach the count, then the output DQ. ``activation`` is the activations' type (int8 or
+    uint8); weights are int8, biases int32.
     """
     n_nodes = max(int(n_nodes), 30)
     body = n_nodes - 2
@@ -175,7 +183,7 @@ def conv_stack(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
     rest = body - blocks * CONV_BLOCK_NODES
     with_relu = rest % 5  # rest = 5 * plain + 6 * with_relu
     plain = (rest - CONV_RELU_NODES * with_relu) // CONV_NODES
-    g = _QdqGraph(seed)
+    g = _QdqGraph(seed, activation)
     xqp = g.act_qparams(0.05)
     xq = g.q(INPUT, xqp)
     for _ in range(blocks):
@@ -236,10 +244,10 @@ def _layer_norm(g: _QdqGraph, xq: str, xqp):
     inv_qp = g.act_qparams(0.1)
     inv = g.q(t, inv_qp)
     n, n_qp = _binary(g, "Mul", d, d_qp, inv, inv_qp)                          # 4
-    gamma_qp = g.act_qparams(0.01)
+    gamma_qp = g.act_qparams(0.01, "int8")  # constants: int8 like the weights
     gamma = g.init(g.rng.integers(80, 120, HIDDEN).astype(np.int8), "gamma")
     n, n_qp = _binary(g, "Mul", n, n_qp, gamma, gamma_qp)                      # 4
-    beta_qp = g.act_qparams(0.002)
+    beta_qp = g.act_qparams(0.002, "int8")
     beta = g.init(g.rng.integers(-20, 20, HIDDEN).astype(np.int8), "beta")
     return _binary(g, "Add", n, n_qp, beta, beta_qp)                           # 4
 
@@ -283,11 +291,13 @@ def _feed_forward(g: _QdqGraph, hq: str, hqp):
     return _binary(g, "Add", hq, hqp, dq_, dqp)
 
 
-def transformer(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
+def transformer(n_nodes: int, seed: int = 0, activation: str = "int8") -> onnx.ModelProto:
     """Pre-LN encoder blocks (150 ONNX nodes each) on [1, 8, 16], then 6-node linear layers,
     up to three 3-node pieces (DQ -> Sigmoid -> Q) and 4-node ones (residual Add of the running
     tensor with itself) so that the graph has exactly ``n_nodes`` nodes when
-    ``n_nodes >= 161``; smaller requests get one block (152 nodes)."""
+    ``n_nodes >= 161``; smaller requests get one block (152 nodes). ``activation`` is the
+    activations' type (int8 or uint8); weights and LayerNormalization's gamma and beta are
+    int8, biases int32."""
     n_nodes = int(n_nodes)
     body = n_nodes - 2
     blocks = max(1, (body - FILLER_MIN) // TRANSFORMER_BLOCK_NODES)
@@ -295,7 +305,7 @@ def transformer(n_nodes: int, seed: int = 0) -> onnx.ModelProto:
     linears = max(0, (rest - FILLER_MIN) // 6)
     rest -= 6 * linears
     threes, fours = _split_3_4(rest) if rest >= FILLER_MIN else (0, 0)
-    g = _QdqGraph(seed)
+    g = _QdqGraph(seed, activation)
     hqp = g.act_qparams(0.05)
     hq = g.q(INPUT, hqp)
     for _ in range(blocks):
@@ -478,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
                    help="comma-separated ONNX node counts (default %(default)s)")
     p.add_argument("--family", choices=("conv", "transformer", "all"), default="all")
+    p.add_argument("--activation", choices=("int8", "uint8"), default="int8",
+                   help="activation type of the graphs (weights stay int8; default %(default)s)")
     p.add_argument("--repeat", type=int, default=2,
                    help="timed runs per graph; the minimum is reported (default %(default)s)")
     p.add_argument("--json", metavar="OUT", help="write all measurements to this JSON file")
@@ -497,9 +509,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(HEADER.format(repeat=args.repeat,
                         memory="not measured (--no-memory)" if args.no_memory else MEMORY_TEXT))
+    print(f"graphs: {args.activation} activations, int8 per-channel weights, int32 biases; "
+          f"ONNX opset {OPSET}, IR version {IR_VERSION}.")
     print("exponent: least-squares slope of log(seconds) vs log(nodes) over all sizes.")
     results: dict = {"sizes": sizes, "repeat": args.repeat, "statistic": "min",
-                     "families": {}}
+                     "activation": args.activation, "families": {}}
     with contextlib.ExitStack() as stack:
         workdir = args.keep or stack.enter_context(tempfile.TemporaryDirectory())
         os.makedirs(workdir, exist_ok=True)
@@ -507,14 +521,14 @@ def main(argv: list[str] | None = None) -> int:
         # warm-up: first-call costs (op registration, table modules) stay out of the timings
         for family in families:
             path = os.path.join(workdir, f"warmup_{family}.onnx")
-            onnx.save(FAMILIES[family](min(200, sizes[0])), path)
+            onnx.save(FAMILIES[family](min(200, sizes[0]), activation=args.activation), path)
             time_stages(path, out_json, 1)
         for family in families:
             rows = []
             print()
             _print_header(not args.no_memory)
             for size in sizes:
-                model = FAMILIES[family](size)
+                model = FAMILIES[family](size, activation=args.activation)
                 nodes = len(model.graph.node)
                 path = os.path.join(workdir, f"{family}_{nodes}.onnx")
                 onnx.save(model, path)

@@ -92,6 +92,7 @@ class ImportContext:
         self.opset = opset
         self.node_output = ""  # name of the ONNX tensor the current node produces
         self.uint8_vars: list[str] = []  # int8 variables holding shifted uint8 data
+        self._uint8_names: set[str] = set()  # the same names, for constant-time lookups
 
     # -------------------------------------------------------------- emitting
     def emit(self, expr: Any) -> Any:
@@ -101,8 +102,9 @@ class ImportContext:
         """Emit an int8 tensor that holds the model's uint8 data (q - 128), recording its name."""
         base = "u8_" + (re.sub(r"[^A-Za-z0-9_]", "_", self.node_output) or "t")
         name, i = base, 1
-        while name in self.uint8_vars:
+        while name in self._uint8_names:
             name, i = f"{base}_{i}", i + 1
+        self._uint8_names.add(name)
         self.uint8_vars.append(name)
         return self.bb.emit(expr, name_hint=name)
 
