@@ -19,6 +19,7 @@ thread pool (all cores unless ``TVM_NUM_THREADS`` says otherwise). Latency is th
     python benchmarks/runtime.py                       # all three, untuned
     python benchmarks/runtime.py --tune 64             # adds the tuned canonical build
     python benchmarks/runtime.py --models resnet --small --runs 50
+    python benchmarks/runtime.py --kernels --models mobilenet_v1   # where the time goes
 """
 
 from __future__ import annotations
@@ -143,6 +144,44 @@ def default_ort_session(quantized, threads: int):
                                 providers=["CPUExecutionProvider"])
 
 
+def kernel_times(name: str, model, runs: int) -> None:
+    """Each kernel of the untuned canonical build compiled alone and timed with TVM's
+    ``time_evaluator`` on random data, largest first, with the conv kernels' MAC rate."""
+    import tvm
+
+    from canonqnn import schedule
+
+    quantized = models.quantize(model, fmt="qdq", activation="s8", per_channel=True)
+    mod, _ = canonqnn.canonicalize(canonqnn.load(quantized))
+    target = _tvm.host_target()
+    fused = _tvm.schedule_cpu(canonqnn.builder.fuse(mod, target), schedule.plan_block,
+                              _tvm.cpu_cores(target))
+    rng = np.random.default_rng(0)
+    rows = []
+    for gv, func in fused.functions_items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        shapes = [tuple(int(d) for d in p.shape) for p in func.params]
+        args = [tvm.runtime.tensor(rng.integers(-5, 5, size=shape).astype(str(p.dtype)))
+                for p, shape in zip(func.params, shapes)]
+        lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                          target=target).jit()
+        seconds = lib.time_evaluator("main", tvm.cpu(), number=runs, repeat=5)(*args).median
+        macs = None
+        if "conv2d" in gv.name_hint and len(shapes[1]) == 4:
+            macs = int(np.prod(shapes[-1])) * int(np.prod(shapes[1][1:]))
+        rows.append((seconds * 1e6, gv.name_hint, shapes, macs))
+    total = sum(r[0] for r in rows)
+    print(f"\n{name}: kernels of the untuned canonical build, each timed alone "
+          f"({_tvm.cpu_cores(target)} cores), {total / 1e3:.2f} ms in total")
+    lines = [["kernel", "us", "share", "input -> output", "GMAC/s"]]
+    for us, kernel, shapes, macs in sorted(rows, reverse=True):
+        lines.append([kernel, f"{us:.1f}", f"{100 * us / total:.1f}%",
+                      f"{'x'.join(map(str, shapes[0]))} -> {'x'.join(map(str, shapes[-1]))}",
+                      f"{macs / us / 1e3:.1f}" if macs else ""])
+    _print_rows(lines)
+
+
 def print_table(rows: list[dict], tuned: bool) -> None:
     cores = os.cpu_count()
     print(f"\nmedian latency, ms ({cores} cores; TVM builds on all of them)")
@@ -206,12 +245,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tuning-dir", default=None,
                         help="where tuning databases are kept and reused (default: a temp dir)")
     parser.add_argument("--json", metavar="OUT", help="also write the measurements as JSON")
+    parser.add_argument("--kernels", action="store_true",
+                        help="instead, time each kernel of the canonical build alone")
     args = parser.parse_args(argv)
     table = SMALL_MODELS if args.small else BENCH_MODELS
     names = [n for n in args.models.split(",") if n]
     unknown = set(names) - set(table)
     if unknown:
         parser.error(f"unknown model(s) {sorted(unknown)}; choose from {sorted(table)}")
+    if args.kernels:
+        for name in names:
+            kernel_times(name, table[name](), args.runs)
+        return 0
     with tempfile.TemporaryDirectory(prefix="canonqnn_tuning_") as tmp:
         args.tuning_dir = args.tuning_dir or tmp
         rows = []
