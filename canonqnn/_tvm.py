@@ -375,7 +375,7 @@ def tune_cpu(mod: Any, target: Any, work_dir: str, trials: int,
                       num_trials_per_iter=max(2, min(64, trials // len(missing))),
                       builder=ms.builder.LocalBuilder(f_build=_build_candidate),
                       database=database, cost_model="xgb")
-    return len(missing), len(tasks) - len(missing)
+    return (len(missing) if trials > 0 else 0), len(tasks) - len(missing)
 
 
 def _build_candidate(mod: Any, target: Any, _params: Any) -> Any:

@@ -113,6 +113,8 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
         tuning_dir = os.fspath(tuning_dir)
         if tune:
             _require_tuning_packages()
+        elif not os.path.isdir(tuning_dir):
+            raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
         tuning = _tvm.tune_cpu(fused, tgt, tuning_dir, tune, _tunable)
         fused = _tvm.apply_tuning(fused, tgt, tuning_dir)
     fused = _tvm.schedule_cpu(fused, schedule.plan_block, _tvm.cpu_cores(tgt))

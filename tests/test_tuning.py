@@ -72,6 +72,14 @@ def test_tuning_without_a_directory_is_refused(tuned):
         canonqnn.build(mod, tune=TRIALS)
 
 
+def test_database_directory_is_applied_without_tuning_and_a_missing_one_is_an_error(
+        tuned, tmp_path):
+    mod, directory, _ = tuned
+    assert canonqnn.build(mod, tuning_dir=directory).tuning == (0, 1)
+    with pytest.raises(CanonqnnError, match="no tuning database"):
+        canonqnn.build(mod, tuning_dir=tmp_path / "typo")
+
+
 def test_missing_tuning_packages_are_named_with_the_extra_to_install(monkeypatch):
     import importlib.util
 
