@@ -3,14 +3,17 @@
 These models exist to exercise onnxruntime's static quantizer
 (``onnxruntime.quantization.quantize_static``) on graphs that look like real
 networks while staying tiny, so each quantizes in a fraction of a second and
-builds with TVM in a few seconds.
+builds with TVM in a few seconds. ``resolution``/``width`` (``seq``/``width`` for the
+transformer) scale them up for benchmarks; the defaults are the sizes tests use.
 
 Public API
 ----------
-``resnet_like(seed=0)``              -> ResNet basic blocks (opset 13)
-``mobilenet_v1_like(seed=0)``        -> depthwise-separable blocks, Relu6 (opset 13)
+``resnet_like(seed=0, resolution=32, width=1)``       -> ResNet basic blocks (opset 13)
+``mobilenet_v1_like(seed=0, resolution=32, width=1)`` -> depthwise-separable blocks, Relu6
+                                                          (opset 13)
 ``mobilenet_v3_like(seed=0)``        -> inverted residuals, squeeze-excite, HardSwish (opset 17)
-``transformer_encoder_like(seed=0)`` -> one pre-LN encoder layer, attention + Gelu FFN (opset 20)
+``transformer_encoder_like(seed=0, heads=2, ffn=64, seq=16, width=32)``
+                                     -> one pre-LN encoder layer, attention + Gelu FFN (opset 20)
 ``conv_classifier_like(seed=0)``     -> LeakyRelu/Sigmoid convs, Concat, Resize (opset 17)
 ``with_features(model)``             -> the same model also outputting tensor ``features``
 ``quantize(model, fmt=..., activation=..., per_channel=..., seed=0, n_calib=16)``
