@@ -86,6 +86,8 @@ def cmd_convert(args) -> int:
 def cmd_build(args) -> int:
     from .builder import build
 
+    if args.tune < 0:
+        raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
     mod, report = _canonical(args.model, args.shape)
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     tuning_dir = args.tuning_dir

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-VECTOR_LANES = 16       # the shortest inner loop worth vectorizing (int8 lanes of a 128-bit half)
+VECTOR_LANES = 16       # the shortest inner loop worth vectorizing (16 int8 lanes: 128 bits)
 ACC_LANES = 64          # int32 accumulators kept in flight by a register block (8 AVX2 registers)
 MIN_PARALLEL_WORK = 1 << 15  # iterations below which a parallel launch costs more than it saves
 CHUNKS_PER_CORE = 4

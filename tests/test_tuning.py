@@ -89,3 +89,8 @@ def test_missing_tuning_packages_are_named_with_the_extra_to_install(monkeypatch
     with pytest.raises(CanonqnnError,
                        match=r"tuning needs xgboost: pip install 'canonqnn\[tune\]'"):
         builder._require_tuning_packages()
+
+
+def test_cli_refuses_a_negative_trial_count(tmp_path, capsys):
+    assert main(["build", str(tmp_path / "m.onnx"), "--tune", "-1"]) == 2
+    assert "--tune -1: the number of trials must be 0 or more" in capsys.readouterr().err
