@@ -142,6 +142,28 @@ def to_int8(u: np.ndarray) -> np.ndarray:
     return (np.asarray(u).astype(np.int32) - 128).astype(np.int8)
 
 
+NCHW = (0, 3, 1, 2)  # a TFLite NHWC array transposed to canonqnn's NCHW
+
+
+def stored(x: np.ndarray) -> np.ndarray:
+    """int8 storage of a TFLite tensor (uint8 is held as u - 128)."""
+    return to_int8(x) if x.dtype == np.uint8 else x
+
+
+def random_nhwc_cases(cases, make, rng: np.random.Generator):
+    """Random full-range data per case (``case["shape"]`` NHWC, ``case["dtype"]``) and the
+    ``MultiOp`` of ``make(var, case)`` over the same data stored as int8 NCHW: returns
+    ``(feeds, references, built)``, feeds keyed ``x0, x1, ...``."""
+    feeds = {}
+    for i, case in enumerate(cases):
+        info = np.iinfo(case["dtype"])
+        feeds[f"x{i}"] = rng.integers(info.min, info.max + 1, case["shape"]).astype(case["dtype"])
+    nchw = {k: stored(v).transpose(NCHW).copy() for k, v in feeds.items()}
+    op = MultiOp(lambda *vs: [make(v, case) for v, case in zip(vs, cases)],
+                 {k: (v.shape, "int8") for k, v in nchw.items()})
+    return feeds, op.references(**nchw), op.tvm(**nchw)
+
+
 def rand_q(rng: np.random.Generator, shape, dtype=np.int8, lo=None, hi=None) -> np.ndarray:
     info = np.iinfo(dtype)
     lo = info.min if lo is None else lo

@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import MultiOp, SingleOp, assert_bit_exact, to_int8
+from _ort import NCHW, MultiOp, SingleOp, assert_bit_exact, random_nhwc_cases, stored
 from _tflite import T, run_tflite, single_op
 
 from canonqnn.ops import UnsupportedRounding, pool
 from canonqnn.qparams import QParams, activation_bounds
 
 F32 = np.float32
-NCHW = (0, 3, 1, 2)
 
 
 def f32(v: float) -> float:
@@ -69,11 +68,6 @@ def pool_geometry(shape, kernel, strides, padding):
     return (pt, pl, pb, pr)
 
 
-def stored(x: np.ndarray) -> np.ndarray:
-    """int8 storage of a TFLite tensor (uint8 is held as u - 128)."""
-    return to_int8(x) if x.dtype == np.uint8 else x
-
-
 def int8_qp(scale, zp, dtype) -> QParams:
     return QParams.make(scale, zp - 128 if dtype == np.uint8 else zp)
 
@@ -99,14 +93,7 @@ def avg_oracle(case, x):
 
 def run_cases(cases, make, oracle, rng, rounding="q31_double"):
     """Build every case into one module; compare TFLite, references and TVM per case."""
-    feeds = {}
-    for i, case in enumerate(cases):
-        info = np.iinfo(case["dtype"])
-        feeds[f"x{i}"] = rng.integers(info.min, info.max + 1, case["shape"]).astype(case["dtype"])
-    nchw = {k: stored(v).transpose(NCHW).copy() for k, v in feeds.items()}
-    op = MultiOp(lambda *vs: [make(v, case, rounding) for v, case in zip(vs, cases)],
-                 {k: (v.shape, "int8") for k, v in nchw.items()})
-    refs, built = op.references(**nchw), op.tvm(**nchw)
+    feeds, refs, built = random_nhwc_cases(cases, lambda v, case: make(v, case, rounding), rng)
     for i, case in enumerate(cases):
         assert_bit_exact(oracle(case, feeds[f"x{i}"]), refs[i], built[i], f"case {i} {case}")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import MultiOp, assert_bit_exact, to_int8
+from _ort import NCHW, assert_bit_exact, random_nhwc_cases, stored
 from _tflite import T, run_tflite, single_op
 
 from canonqnn import _tvm
@@ -17,7 +17,6 @@ from canonqnn._tvm import relax
 from canonqnn.ops import UnsupportedRounding, resize
 from canonqnn.qparams import QParams
 
-NCHW = (0, 3, 1, 2)
 # (align_corners, half_pixel_centers) -> the resize2d attributes standing for them
 BILINEAR = {(False, False): ("asymmetric", "round_prefer_floor"),
             (True, False): ("align_corners", "round_prefer_floor"),
@@ -36,10 +35,6 @@ def tflite_resize(kind, x, size, flags, scale=0.05, zp=3, reference=True):
     return run_tflite(model, [x], reference=reference)[0]
 
 
-def stored(x):
-    return to_int8(x) if x.dtype == np.uint8 else x
-
-
 def resize_call(v, case, rounding="q31_double"):
     method = "linear" if case["kind"] == "RESIZE_BILINEAR" else "nearest"
     mode, nearest = (BILINEAR if method == "linear" else NEAREST)[case["flags"]]
@@ -51,14 +46,7 @@ def resize_call(v, case, rounding="q31_double"):
 
 
 def run_cases(cases, rng, rounding="q31_double"):
-    feeds = {}
-    for i, c in enumerate(cases):
-        info = np.iinfo(c["dtype"])
-        feeds[f"x{i}"] = rng.integers(info.min, info.max + 1, c["shape"]).astype(c["dtype"])
-    nchw = {k: stored(v).transpose(NCHW).copy() for k, v in feeds.items()}
-    op = MultiOp(lambda *vs: [resize_call(v, c, rounding) for v, c in zip(vs, cases)],
-                 {k: (v.shape, "int8") for k, v in nchw.items()})
-    refs, built = op.references(**nchw), op.tvm(**nchw)
+    feeds, refs, built = random_nhwc_cases(cases, lambda v, c: resize_call(v, c, rounding), rng)
     if rounding != "q31_double":
         return refs, built
     for i, c in enumerate(cases):

@@ -15,7 +15,7 @@ import json
 
 import numpy as np
 import pytest
-from _ort import MultiOp, assert_bit_exact, to_int8
+from _ort import NCHW, MultiOp, assert_bit_exact, stored, to_int8
 from _tflite import T, run_tflite, single_op
 
 import canonqnn
@@ -27,7 +27,6 @@ from canonqnn.ops import softmax as softmax_op
 from canonqnn.qparams import QParams
 
 F32 = np.float32
-NCHW = (0, 3, 1, 2)
 OUT_QP = QParams.make(1 / 256, -128)
 MAX_SAFE_ROW = 511  # exps are <= 1 each: a row of 511 cannot reach TFLite's abort at 512
 
@@ -46,10 +45,6 @@ def tflite_softmax(x: np.ndarray, scale: float, zp: int, beta: float,
     model = single_op("SOFTMAX", [T(x.shape, dtype, scale, zp)],
                       [T(x.shape, dtype, out_scale, out_zp)], beta=beta)
     return run_tflite(model, [x])[0]
-
-
-def stored(x: np.ndarray) -> np.ndarray:
-    return to_int8(x) if x.dtype == np.uint8 else x
 
 
 def canonical_layout(x: np.ndarray) -> tuple[np.ndarray, int]:
