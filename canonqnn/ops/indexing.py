@@ -181,15 +181,6 @@ def strided_slice(x: Any, qp: QParams, axes, begin, strides, sizes) -> Any:
 
 
 # ---------------------------------------------------------------- tile
-def _tile_via_int32(x: Any, repeats) -> Any:
-    """``topi.tile`` on int32 values: TVM 0.27's LLVM code for an int8 tile gathered wrong
-    elements on AVX2 targets (240 of 480 for [1, 5, 8, 3] by [1, 2, 2, 1] with mcpu znver3;
-    correct for int32 and for plain x86-64), see docs/random-graphs.md."""
-    wide = te.compute(x.shape, lambda *i: x(*i).astype("int32"), name="widen")
-    tiled = topi.tile(wide, repeats)
-    return te.compute(tiled.shape, lambda *i: tiled(*i).astype("int8"), name="narrow")
-
-
 TILE = register(CanonicalOp(
     name="tile",
     summary="int8 tiling (ONNX Tile); parameters unchanged",
@@ -197,7 +188,8 @@ TILE = register(CanonicalOp(
     attrs=("repeats", "scale", "zp"),
     infer=lambda call: _int8([d * r for d, r in zip(_tvm.shape_of(call.args[0]),
                                                     _tvm.attrs_dict(call)["repeats"])]),
-    legalize=lambda bb, call: bb.call_te(_tile_via_int32, call.args[0],
+    # Affine loops, not topi.tile's x[i % n]: LLVM miscompiles the latter (_tvm.te_tile).
+    legalize=lambda bb, call: bb.call_te(_tvm.te_tile, call.args[0],
                                          _tvm.attrs_dict(call)["repeats"],
                                          primfunc_name_hint="canonqnn_tile"),
     reference=lambda x, repeats, scale, zp: np.tile(x, repeats),
