@@ -342,8 +342,6 @@ def _apply_block_plan(sch: Any, block: Any, plan_block: Callable, cores: int) ->
         sch.reorder(*outer, *reduction, *blocked, *inner)
     if blocked:
         sch.unroll(blocked[0])
-    if len(inner) > 1:
-        sch.fuse(*inner)
     if plan.parallel:
         lead = outer[:plan.parallel]
         sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])

@@ -9,7 +9,9 @@ loops move), so results stay bit-exact:
 
 - **innermost outputs**: the trailing spatial loop (output column ``j``, or the matmul's ``n``)
   moves inside the reduction, so LLVM vectorizes across neighbouring outputs; when it is shorter
-  than a vector, the last two spatial loops go in together (fused into one loop).
+  than a vector, the last two spatial loops go in together (as two nested loops: fused into
+  one, their indices become ``f // n`` and ``f % n``, and LLVM 22's loop vectorizer
+  miscompiles such addressing on AVX-512 targets; docs/build.md).
 - **register block**: the channel loop (second spatial loop) is split so ``block`` channels
   share each loaded input row, about ``ACC_LANES`` int32 accumulators in flight.
 - **parallel**: the leading spatial loops are fused until there are a few chunks per core and

@@ -26,9 +26,14 @@ DEFAULT_PHASES = (
 )
 
 
-def canonicalize(mod: Any, phases: tuple[Phase, ...] = DEFAULT_PHASES) -> tuple[Any, Report]:
-    """Fold every fake-quant chain a rule covers; returns the module and a ``Report``."""
-    return run_phases(mod, phases)
+def canonicalize(mod: Any, phases: tuple[Phase, ...] = DEFAULT_PHASES, *,
+                 numerics: Any = None) -> tuple[Any, Report]:
+    """Fold every fake-quant chain a rule covers; returns the module and a ``Report``.
+
+    ``numerics`` names the profile (``canonqnn.numerics.PROFILES``) whose arithmetic the
+    canonical ops reproduce; default: the one the module records, else the probed profile of
+    the model's source runtime on this host. The module records it."""
+    return run_phases(mod, phases, numerics)
 
 
 def rules() -> list[Rule]:

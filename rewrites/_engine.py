@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from canonqnn import _tvm
+from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
@@ -59,9 +59,11 @@ class Report:
     counts: Counter = field(default_factory=Counter)
     float_islands: list[FloatIsland] = field(default_factory=list)
     canonical_ops: Counter = field(default_factory=Counter)
+    numerics: str | None = None  # the profile the module was converted for
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "numerics": self.numerics,
             "rules": dict(self.counts),
             "canonical_ops": dict(self.canonical_ops),
             "float_islands": [{"op": i.op, "var": i.var, "reason": i.reason}
@@ -69,8 +71,9 @@ class Report:
         }
 
     def summary(self) -> str:
-        lines = ["canonical ops: " + (", ".join(f"{k} x{v}" for k, v in
-                                                sorted(self.canonical_ops.items())) or "none")]
+        lines = [f"numerics: {self.numerics}"] if self.numerics else []
+        lines.append("canonical ops: " + (", ".join(f"{k} x{v}" for k, v in
+                                                sorted(self.canonical_ops.items())) or "none"))
         lines.append("rules fired: " + (", ".join(f"{k} x{v}" for k, v in
                                                  sorted(self.counts.items())) or "none"))
         if self.float_islands:
@@ -85,18 +88,20 @@ class Context:
     """What rules see: bindings (already rewritten), use counts, an emitter."""
 
     def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str],
-                 source: str = "onnx", rounding: str = "rne_f32",
+                 source: str, profile: numerics.Profile,
                  source_ops: dict[str, str] | None = None) -> None:
         self._mutator = mutator
         self._uses = uses
         self._uint8 = uint8_tensors
         self._source_ops = source_ops or {}
         self.binding_var: Any = None  # the variable whose value is being rewritten
-        # The runtime whose arithmetic the canonical ops must reproduce ("onnx" = onnxruntime),
-        # from the interface the frontend recorded; lookup tables are built the way it computes.
+        # The model's format ("onnx", "tflite"), from the interface the frontend recorded:
+        # lookup tables are the functions as that format's runtime defines them.
         self.source = source
-        # The rounding every canonical op this run builds must implement (the frontend's).
-        self.rounding = rounding
+        # The numerics profile of the run: every host- or runtime-specific arithmetic choice.
+        self.numerics = profile
+        # The rounding every canonical op this run builds must implement (the profile's).
+        self.rounding = profile.rounding
 
     def source_dtype(self, var: Any | None = None) -> str:
         """``"uint8"`` when the int8 tensor bound to ``var`` (default: the binding being
@@ -138,11 +143,11 @@ class Context:
 @relax.expr_functor.mutator
 class _PhaseMutator(relax.expr_functor.PyExprMutator):
     def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter,
-                 uint8_tensors: frozenset[str], source: str, rounding: str,
+                 uint8_tensors: frozenset[str], source: str, profile: numerics.Profile,
                  source_ops: dict[str, str]) -> None:
         super().__init__(mod)
         self.rules = rules
-        self.ctx = Context(self, uses, uint8_tensors, source, rounding, source_ops)
+        self.ctx = Context(self, uses, uint8_tensors, source, profile, source_ops)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
 
@@ -218,19 +223,17 @@ def remove_dead_bindings(func: Any) -> Any:
     return relax.BlockBuilder().normalize(new)
 
 
-def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[Any, int]:
+def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: str,
+               profile: numerics.Profile) -> tuple[Any, int]:
     rules: dict[str, list[Rule]] = {}
     for rule in phase.rules:
         rules.setdefault(rule.root, []).append(rule)
     fired = 0
-    io = module_io(mod)
-    source = io.source if io is not None else "onnx"
-    rounding = io.rounding if io is not None else "rne_f32"
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
         mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func), source,
-                                 rounding, source_ops(func))
+                                 profile, source_ops(func))
         new = mutator.visit_expr(func)
         mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)
@@ -240,17 +243,41 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict) -> tuple[
     return mod, fired
 
 
-def run_phases(mod: Any, phases: tuple[Phase, ...]) -> tuple[Any, Report]:
+def run_phases(mod: Any, phases: tuple[Phase, ...],
+               profile: numerics.Profile | str | None = None) -> tuple[Any, Report]:
+    """Run ``phases`` for the numerics ``profile`` (a name or a ``Profile``; default: the one
+    the module records, else the probed profile of its source runtime on this host), which
+    the result records."""
     report = Report()
     declines: dict[Any, str] = {}
-    mod = _tvm.copy_module(mod)
+    io = module_io(mod)
+    # Lookup tables follow the format's definition of each float function; a module no
+    # frontend wrote is read with ONNX's (Relax's ops are ONNX's).
+    source = io.source if io is not None else "onnx"
+    profile = _resolve_profile(mod, source if io is not None else "relax", profile)
+    mod = numerics.record(_tvm.copy_module(mod), profile)
+    report.numerics = profile.name
     for phase in phases:
         for _ in range(MAX_ITERATIONS):
-            mod, fired = _run_phase(mod, phase, report, declines)
+            mod, fired = _run_phase(mod, phase, report, declines, source, profile)
             if not fired:
                 break
     _collect(mod, report, declines)
     return mod, report
+
+
+def _resolve_profile(mod: Any, source: str,
+                     profile: numerics.Profile | str | None) -> numerics.Profile:
+    if isinstance(profile, numerics.Profile):
+        return profile
+    if profile is not None:
+        return numerics.get(profile)
+    recorded = numerics.recorded(mod)
+    if recorded is not None:
+        return recorded
+    from canonqnn.numerics import probe
+
+    return probe.source_profile(source)
 
 
 BOUNDARY_OPS = (QUANTIZE, DEQUANTIZE)

@@ -261,12 +261,12 @@ def _swap_last_two(ctx: Context, q: Any, qp: QParams) -> Any:
 
 
 def _accumulation(ctx: Context, a: Any, b: Any) -> str:
-    """How onnxruntime sums this product: its x86 uint8 x int8 GEMM saturates pair sums to
-    int16 on CPUs without VNNI, and ``session.x64quantprecision`` only avoids that for a
-    constant B (converted to uint8 ahead of time)."""
-    if (ctx.source == "onnx" and not _tvm.is_const(b) and ctx.source_dtype(a) == "uint8"
+    """How the profile sums this product: onnxruntime's x86 uint8 x int8 GEMM saturates pair
+    sums to int16 on CPUs without VNNI, and ``session.x64quantprecision`` only avoids that for
+    a constant B (converted to uint8 ahead of time)."""
+    if (not _tvm.is_const(b) and ctx.source_dtype(a) == "uint8"
             and ctx.source_dtype(b) == "int8"):
-        return "u8s8_pair_sat16"
+        return ctx.numerics.u8s8_runtime_b
     return "exact"
 
 

@@ -12,6 +12,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
+from canonqnn import numerics
+from canonqnn.numerics import probe
 
 ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8,
              np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32}
@@ -67,20 +69,41 @@ def extreme_inputs(a_dtype, b_dtype, seed: int):
             "B": rng.choice(np.array(lows[b_dtype], b_dtype), (2, 3, 6, 16))}
 
 
-@pytest.mark.parametrize("a_dtype,b_dtype,accumulate", [
-    (np.int8, np.int8, "exact"), (np.uint8, np.uint8, "exact"),
-    (np.uint8, np.int8, "u8s8_pair_sat16")], ids=["s8s8", "u8u8", "u8s8"])
-def test_attention_scores_with_keys_transposed_in_float_match_onnxruntime(a_dtype, b_dtype,
-                                                                           accumulate):
+@pytest.mark.parametrize("a_dtype,b_dtype", [
+    (np.int8, np.int8), (np.uint8, np.uint8), (np.uint8, np.int8)], ids=["s8s8", "u8u8", "u8s8"])
+def test_attention_scores_with_keys_transposed_in_float_match_onnxruntime(a_dtype, b_dtype):
+    # The default profile is this host's onnxruntime's, as probed: uint8 x int8 pair sums
+    # saturate without VNNI and are exact with it; the product is exact everywhere else.
     model = attention_scores(a_dtype, b_dtype)
     text, report = canonical(model)
     assert dict(report.canonical_ops) == {"transpose": 1, "matmul": 1}, report.summary()
     assert not report.float_islands
-    assert re.findall(r'accumulate="(\w+)"', text) == [accumulate]
+    profile = probe.onnxruntime_profile()
+    assert report.numerics == profile.name
+    u8s8 = (a_dtype, b_dtype) == (np.uint8, np.int8)
+    assert re.findall(r'accumulate="(\w+)"', text) == [
+        profile.u8s8_runtime_b if u8s8 else "exact"]
     feeds = [extreme_inputs(a_dtype, b_dtype, s) for s in (1, 2)]
     result = canonqnn.parity(model, feeds + [canonqnn.api.random_inputs(
         canonqnn.io.module_io(canonqnn.load(model)), 3)])
     assert result.exact, result.summary()
+
+
+@pytest.mark.parametrize("name,accumulate", [
+    ("onnxruntime-1.31-x86-avx2", "u8s8_pair_sat16"), ("onnxruntime-1.31-x86-vnni", "exact"),
+    ("exact", "exact")])
+def test_uint8_by_runtime_int8_accumulation_follows_the_profile_not_the_host(name, accumulate,
+                                                                             monkeypatch):
+    model = attention_scores(np.uint8, np.int8)
+    mod, report = canonqnn.canonicalize(canonqnn.load(model), numerics=name)
+    text = mod.script()
+    assert re.findall(r'accumulate="(\w+)"', text) == [accumulate]
+    assert f'"canonqnn.numerics": "{name}"' in text and report.numerics == name
+    # The same text whatever this host's onnxruntime computes.
+    other = next(p for p in numerics.PROFILES.values()
+                 if p.runtime == "onnxruntime" and p.name != probe.onnxruntime_profile().name)
+    monkeypatch.setattr(probe, "onnxruntime_profile", lambda: other)
+    assert canonqnn.canonicalize(canonqnn.load(model), numerics=name)[0].script() == text
 
 
 def test_int8_scores_of_uint8_keys_differ_from_float_onnxruntime_by_one_lsb_rarely():

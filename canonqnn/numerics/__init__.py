@@ -1,0 +1,122 @@
+"""Numerics profiles: how a source runtime computes on a class of host, named and versioned.
+
+A canonical op means one thing on every host. Where a source runtime's arithmetic goes beyond
+that meaning (onnxruntime's x86 uint8 x int8 GEMM saturates int16 pair sums unless the CPU has
+VNNI; its QLinearAdd is float FMA on AVX2 and fixed point on SSE/NEON), the choice is named
+here, once, in a ``Profile``. A module is converted for one profile, records its name
+(``ModelIO.numerics``), and rewrite rules read their choices from it and from nothing else:
+no rule looks at the host. ``exact`` is the profile an accelerator implements: integer
+accumulation and the single documented rounding of docs/spec.md.
+
+Which profile the runtime installed on this host follows is found by running it
+(``canonqnn.numerics.probe``), never guessed from CPU flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from ..errors import CanonqnnError
+
+# How a uint8 x int8 product whose int8 operand is a runtime tensor accumulates
+# (canonqnn.matmul ``accumulate``).
+EXACT, PAIR_SAT16 = "exact", "u8s8_pair_sat16"
+
+# Where a profile's arithmetic comes from.
+MEASURED = "measured: the runtime was run on this host class and the tests pin it"
+FROM_SOURCE = "from the runtime's source: not runnable on the hosts canonqnn is tested on"
+SPECIFIED = "specified: docs/spec.md, host-independent"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """One runtime's arithmetic on one class of host. Every field after ``provenance`` is a
+    choice some rule or legalization reads; docs/parity.md tabulates them."""
+
+    name: str
+    runtime: str          # "onnxruntime", "tflite", "xnnpack", or "canonqnn" for exact
+    version: str          # of the runtime whose arithmetic this is
+    host: str             # "x86-avx2" (AVX2+FMA, no VNNI), "x86-vnni", "arm64", "any"
+    provenance: str
+    # Requantization: the rounding of docs/spec.md every rounding op of the module uses.
+    rounding: str = "rne_f32"
+    # uint8 x int8 matmul with a runtime int8 operand: EXACT or PAIR_SAT16 (MLAS vpmaddubsw).
+    u8s8_runtime_b: str = EXACT
+    # Quantized add: "f32_fma" (the AVX2 QLinearAdd: float ratios, FMA, RNE) is what
+    # canonqnn.add implements; "fixed_point" (SSE2/NEON QLinearAdd) is not implemented.
+    add: str = "f32_fma"
+    description: str = ""
+
+    def differences(self, other: Profile) -> list[str]:
+        """The arithmetic choices in which ``other`` computes differently, one line each."""
+        return [f"{f.name}: {getattr(self, f.name)} here, {getattr(other, f.name)} there"
+                for f in fields(self)[5:-1] if getattr(self, f.name) != getattr(other, f.name)]
+
+    def require(self, choice: str, value: str, what: str) -> None:
+        """Raise when this profile's ``choice`` is ``value``, which canonqnn cannot build."""
+        if getattr(self, choice) == value:
+            raise UnsupportedNumerics(f"numerics profile {self.name}: {what} is not "
+                                      f"implemented ({choice}={value})")
+
+
+class UnsupportedNumerics(CanonqnnError):
+    """A numerics profile asks for arithmetic canonqnn does not implement, or does not exist."""
+
+
+ORT_VERSION = "1.31"
+
+PROFILES: dict[str, Profile] = {p.name: p for p in (
+    Profile("exact", "canonqnn", "1", "any", SPECIFIED,
+            description="integer accumulation, one float32 rounding per requantization "
+                        "(docs/spec.md); what a pattern author or an NPU implements"),
+    Profile(f"onnxruntime-{ORT_VERSION}-x86-avx2", "onnxruntime", ORT_VERSION, "x86-avx2",
+            MEASURED, u8s8_runtime_b=PAIR_SAT16,
+            description="MLAS on x86-64 with AVX2+FMA and no VNNI (AMD Zen 3, Intel "
+                        "Haswell-Skylake): u8 x s8 GEMMs with a runtime B saturate int16 pair "
+                        "sums (vpmaddubsw)"),
+    Profile(f"onnxruntime-{ORT_VERSION}-x86-vnni", "onnxruntime", ORT_VERSION, "x86-vnni",
+            MEASURED,
+            description="MLAS on x86-64 with AVX512-VNNI or AVX-VNNI (AMD Zen 4/5, Intel Ice "
+                        "Lake and later): u8 x s8 GEMMs sum exactly (vpdpbusd)"),
+    Profile(f"onnxruntime-{ORT_VERSION}-arm64", "onnxruntime", ORT_VERSION, "arm64",
+            FROM_SOURCE, add="fixed_point",
+            description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
+                        "point, which canonqnn.add does not implement)"),
+    Profile("tflite-reference", "tflite", "2.18", "any", MEASURED, rounding="q31_double",
+            description="the TFLite interpreter's reference kernels (OpResolverType."
+                        "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
+    Profile("xnnpack", "xnnpack", "ExecuTorch", "any", FROM_SOURCE,
+            description="XNNPACK's int8 kernels (the PyTorch frontend's runtime): exact "
+                        "sums, float32 multiplier rounded to nearest even"),
+)}
+
+
+def get(name: str) -> Profile:
+    """The profile called ``name``, or an error listing the known ones."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise UnsupportedNumerics(f"unknown numerics profile {name!r} (known: "
+                                  f"{', '.join(PROFILES)})") from None
+
+
+# Module attribute: the name of the profile a module was converted for (printed with it).
+NUMERICS_ATTR = "canonqnn.numerics"
+
+
+def recorded(mod: Any) -> Profile | None:
+    """The profile ``mod`` records, or None (not converted by canonqnn's rewrites)."""
+    attrs = mod.attrs
+    if attrs is None or NUMERICS_ATTR not in attrs:
+        return None
+    return get(str(attrs[NUMERICS_ATTR]))
+
+
+def record(mod: Any, profile: Profile) -> Any:
+    """``mod`` recording ``profile``."""
+    return mod.with_attr(NUMERICS_ATTR, profile.name)
+
+
+__all__ = ["EXACT", "NUMERICS_ATTR", "PAIR_SAT16", "PROFILES", "Profile", "UnsupportedNumerics",
+           "get", "record", "recorded"]
