@@ -637,5 +637,25 @@ def function_bindings(func: Any) -> list[tuple[Any, Any]]:
     return [(b.var, b.value) for block in func.body.blocks for b in block.bindings]
 
 
+def single_call_module(call: Any) -> tuple[Any, list[tuple[str, Any]]]:
+    """A module whose ``main`` computes ``call`` alone: each variable argument becomes a
+    parameter. Returns the module and ``(parameter name, original variable)`` pairs."""
+    params, names, args = [], [], []
+    for k, arg in enumerate(call.args):
+        if isinstance(arg, relax.Var):
+            param = relax.Var(f"arg{k}", arg.ty)
+            params.append(param)
+            names.append((f"arg{k}", arg))
+            args.append(param)
+        else:
+            args.append(arg)
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Call(call.op, args, call.attrs, call.ty_args))
+        bb.emit_func_output(out)
+    return bb.get(), names
+
+
 def is_function(expr: Any) -> bool:
     return isinstance(expr, relax.Function)

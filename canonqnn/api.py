@@ -16,10 +16,9 @@ import numpy as np
 from . import _tvm
 from .builder import build, inspect_kernels, load_built
 from .errors import CanonqnnError, InvalidModelError, ParityError
-from .io import ModelIO, module_io
-
-# onnxruntime settings parity compares against; see docs/parity.md for why.
-ORT_CONFIG = {"session.qdqisint8allowed": "1", "session.x64quantprecision": "1"}
+from .io import ModelIO, module_io, random_inputs  # noqa: F401  (public here too)
+from .numerics import get as get_profile
+from .numerics.probe import ORT_CONFIG, ort_session_options
 
 
 def is_tflite(model: Any) -> bool:
@@ -142,6 +141,13 @@ class ParityResult:
     def summary(self) -> str:
         lines = [f"reference: {self.reference}", f"target: {self.target}",
                  f"runs: {self.runs}"]
+        if "numerics" in self.extra:
+            lines.append(f"numerics: {self.extra['numerics']} (this host's runtime: "
+                         f"{self.extra['runtime_numerics']})")
+        if "numerics_differences" in self.extra:
+            lines.append("  the module was converted for other numerics than the runtime's: "
+                         "values may differ where")
+            lines += [f"    {d}" for d in self.extra["numerics_differences"]]
         for o in self.outputs:
             lines.append(f"output {o.name}: exact {100 * o.exact_fraction:.4f}% of "
                          f"{o.elements} values, max |diff| {o.max_abs_diff:g} LSB")
@@ -160,20 +166,6 @@ class ParityResult:
         return "\n".join(lines)
 
 
-def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs of the right dtype and shape: N(0, 1) floats, full-range integers."""
-    rng = np.random.default_rng(seed)
-    out = {}
-    for info in io.inputs:
-        if info.dtype.startswith("float"):
-            out[info.name] = rng.standard_normal(info.shape).astype(info.dtype)
-        else:
-            limits = np.iinfo(info.dtype)
-            lo, hi = max(limits.min, -128), min(limits.max, 255)
-            out[info.name] = rng.integers(lo, hi + 1, info.shape).astype(info.dtype)
-    return out
-
-
 def ort_session(model: Any, threads: int | None = None) -> tuple[Any, str]:
     """An onnxruntime CPU session with the settings canonqnn's rounding reproduces, on
     ``threads`` intra-op threads (onnxruntime's default: one per core).
@@ -189,13 +181,7 @@ def ort_session(model: Any, threads: int | None = None) -> tuple[Any, str]:
     proto = _ir10(proto)
     errors = []
     for config in (ORT_CONFIG, {"session.qdqisint8allowed": "1"}):
-        so = ort.SessionOptions()
-        so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        so.log_severity_level = 3  # errors only: its graph-cleanup warnings are not ours
-        if threads:
-            so.intra_op_num_threads = threads
-        for key, value in config.items():
-            so.add_session_config_entry(key, value)
+        so = ort_session_options(config, threads)
         try:
             session = ort.InferenceSession(proto.SerializeToString(), so,
                                            providers=["CPUExecutionProvider"])
@@ -292,18 +278,21 @@ def _interpreter_runner(interp: Any, io: ModelIO):
 
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
            *, runs: int = 3, seed: int = 0, target: Any = None,
-           input_shapes: dict[str, Any] | None = None) -> ParityResult:
+           input_shapes: dict[str, Any] | None = None, numerics: Any = None) -> ParityResult:
     """Run the source runtime and the canonical TVM build on the same inputs and compare.
 
     The source runtime is onnxruntime for ONNX models and the TFLite interpreter's reference
     kernels for TFLite models (its optimized kernels are compared too, in ``extra``).
     ``inputs``: one dict (or a list of dicts) keyed by input name; default ``runs`` seeded
     random inputs.
+    ``numerics``: the profile to convert for (default: the source runtime's on this host,
+    probed); the result names it and, where it is not the runtime's, how the two differ.
     """
+    from .numerics import probe
     from .rewrites import canonicalize
 
     mod, report = canonicalize(load(model, **({"input_shapes": input_shapes} if input_shapes
-                                              else {})))
+                                              else {})), numerics=numerics)
     io = module_io(mod)
     if io is None:
         raise CanonqnnError("module has no recorded interface")
@@ -334,9 +323,17 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     also = [{"reference": r.description,
              "outputs": [o.__dict__ for o in outs] if r.run is not None else []}
             for r, outs in zip(runtimes[1:], per_runtime[1:])]
+    extra: dict[str, Any] = {"numerics": report.numerics}
+    runtime_profile = probe.source_profile(io.source)
+    extra["runtime_numerics"] = runtime_profile.name
+    module_profile = get_profile(report.numerics)
+    if module_profile.name != runtime_profile.name:
+        extra["numerics_differences"] = module_profile.differences(runtime_profile) or [
+            "none in the arithmetic choices the profiles name"]
+    if also:
+        extra["also_compared"] = also
     return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
-                        runtimes[0].description, built.target, len(feeds),
-                        {"also_compared": also} if also else {})
+                        runtimes[0].description, built.target, len(feeds), extra)
 
 
 def to_json_text(result: ParityResult) -> str:

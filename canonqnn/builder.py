@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _tvm, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
-from .errors import CanonqnnError
+from .errors import CanonqnnError, VerificationError
 from .io import IO_FUNCTION, ModelIO, TensorInfo, module_io
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
 
@@ -45,6 +45,7 @@ class Built:
     target: str
     kernels: KernelReport | None = None  # None for a library built by an older canonqnn
     tuning: tuple[int, int] | None = None  # (kernels tuned by this build, found tuned) if tuned
+    verification: Any = None  # a reference.Verification when built with verify=True
 
     def __post_init__(self) -> None:
         self._vm = _tvm.virtual_machine(self.module)
@@ -90,7 +91,7 @@ TUNING_PACKAGES = ("xgboost", "cloudpickle", "psutil")  # MetaSchedule's cost mo
 
 
 def build(mod: Any, target: Any = None, *, tune: int = 0,
-          tuning_dir: str | os.PathLike | None = None) -> Built:
+          tuning_dir: str | os.PathLike | None = None, verify: bool = False) -> Built:
     """Legalize ``mod`` (canonical ops -> integer TIR), fuse, schedule and compile it for
     ``target``.
 
@@ -101,7 +102,24 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
     total (the ``tune`` extra). Only kernels with an integer reduction (conv, matmul, pooling)
     are tuned: elsewhere the CPU schedule is as good, and a tuned schedule of a float reduction
     may reassociate the sum, where results must stay bit-exact.
+
+    ``verify`` checks the build against the numpy reference interpreter of ``mod``
+    (``canonqnn.reference.verify``) and raises ``VerificationError`` naming every canonical op
+    whose kernel computes otherwise.
     """
+    built = _build(mod, target, tune, tuning_dir)
+    if verify:
+        from . import reference
+
+        built.verification = reference.verify(mod, built,
+                                              build_one=lambda one: _build(one, target, 0, None))
+        if not built.verification.ok:
+            raise VerificationError(f"the build of {built.target} differs from the numpy "
+                                    f"reference:\n{built.verification.summary()}")
+    return built
+
+
+def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | None) -> Built:
     io = module_io(mod) or _fallback_io(mod)
     tgt = _tvm.as_target(target)
     fused = fuse(mod, tgt)

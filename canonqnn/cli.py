@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .errors import CanonqnnError
+from .numerics import PROFILES
 
 EXIT_ERROR, EXIT_DIFFERS = 2, 1
 
@@ -56,7 +57,8 @@ def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
     return shapes
 
 
-def _canonical(model: str, shapes: Sequence[str] | None = None):
+def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | None = None):
+    from . import numerics
     from .api import load
     from .rewrites import canonicalize
 
@@ -64,15 +66,20 @@ def _canonical(model: str, shapes: Sequence[str] | None = None):
     if model.endswith(".json"):
         from .rewrites import Report
 
-        return mod, Report()
-    return canonicalize(mod)
+        recorded = numerics.recorded(mod)
+        if profile is not None and (recorded is None or recorded.name != profile):
+            raise CanonqnnError(f"{model} was converted for numerics "
+                                f"{recorded.name if recorded else 'unknown'}; convert the model "
+                                f"again with --numerics {profile}")
+        return mod, Report(numerics=recorded.name if recorded else None)
+    return canonicalize(mod, numerics=profile)
 
 
 def cmd_convert(args) -> int:
     from . import _tvm
     from .api import save_module
 
-    mod, report = _canonical(args.model, args.shape)
+    mod, report = _canonical(args.model, args.shape, args.numerics)
     out = args.output or os.path.splitext(args.model)[0] + ".canonqnn.json"
     save_module(mod, out)
     if args.script:
@@ -88,15 +95,17 @@ def cmd_build(args) -> int:
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
-    mod, report = _canonical(args.model, args.shape)
+    mod, report = _canonical(args.model, args.shape, args.numerics)
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     tuning_dir = args.tuning_dir
     if args.tune and tuning_dir is None:
         tuning_dir = os.path.splitext(out)[0] + ".tuning"  # next to the library, reused
-    built = build(mod, args.target, tune=args.tune, tuning_dir=tuning_dir)
+    built = build(mod, args.target, tune=args.tune, tuning_dir=tuning_dir, verify=args.verify)
     built.export(out)
     print(report.summary())
     print(f"target: {built.target}")
+    if built.verification is not None:
+        print(built.verification.summary())
     if built.tuning is not None:
         tuned, reused = built.tuning
         print(f"tuning: {tuned} kernels tuned ({args.tune} trials), {reused} reused "
@@ -108,15 +117,39 @@ def cmd_build(args) -> int:
 def cmd_run(args) -> int:
     from .builder import load_built
 
-    built = load_built(args.library)
     feeds = _parse_inputs(args.input) or {}
-    outputs = built.run(feeds)
+    if args.reference:
+        outputs = _run_reference(args, feeds)
+    else:
+        outputs = load_built(args.library).run(feeds)
     out = args.output or "outputs.npz"
     np.savez(out, **outputs)
     for name, value in outputs.items():
         print(f"{name}: {value.dtype} {list(value.shape)}")
     print(f"wrote {out}")
     return 0
+
+
+def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The numpy reference interpreter on a model or canonical module; float islands (no
+    reference) run on TVM alone, and say so."""
+    from . import reference
+    from .builder import build
+
+    if args.library.endswith(".so"):
+        raise CanonqnnError("--reference runs a model or a canonical module (.json), not a "
+                            "built library")
+    mod, _ = _canonical(args.library, args.shape, args.numerics)
+    islands: list[str] = []
+
+    def island(var, call, values):
+        islands.append(str(call.op.name))
+        return reference.tvm_island(lambda one: build(one, args.target))(var, call, values)
+
+    outputs = reference.evaluate(mod, feeds, island).outputs
+    if islands:
+        print(f"float islands computed by TVM (no reference): {', '.join(sorted(set(islands)))}")
+    return outputs
 
 
 def cmd_inspect(args) -> int:
@@ -130,7 +163,7 @@ def cmd_inspect(args) -> int:
                                 **({"input_shapes": shapes} if shapes else {}))
         print(json.dumps(kernels.to_json(), indent=2) if args.json else kernels.summary())
         return 0
-    mod, report = _canonical(args.model, args.shape)
+    mod, report = _canonical(args.model, args.shape, args.numerics)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -144,7 +177,7 @@ def cmd_parity(args) -> int:
 
     feeds = _parse_inputs(args.input)
     result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target,
-                    input_shapes=_parse_shapes(args.shape))
+                    input_shapes=_parse_shapes(args.shape), numerics=args.numerics)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -177,7 +210,7 @@ def cmd_patterns(args) -> int:
         for spec in patterns.specs():
             print(f"{patterns.PREFIX}.{spec.name}  matches {' -> '.join(spec.ops)}")
         return 0
-    mod, _ = _canonical(args.model, args.shape)
+    mod, _ = _canonical(args.model, args.shape, args.numerics)
     found = patterns.matches(patterns.partition(mod, merge=False))
     if args.json:
         print(json.dumps([{"pattern": name, "op": p.op, "summary": p.summary()}
@@ -200,6 +233,10 @@ def parser() -> argparse.ArgumentParser:
     model_options = argparse.ArgumentParser(add_help=False)
     model_options.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
                                help="static shape for a dynamic model input")
+    model_options.add_argument("--numerics", metavar="PROFILE", choices=sorted(PROFILES),
+                               help="numerics profile the canonical ops reproduce (default: "
+                                    "the source runtime's on this host, probed): "
+                                    + ", ".join(PROFILES))
 
     c = sub.add_parser("convert", parents=[model_options],
                        help="model -> canonical module file (.json)")
@@ -217,12 +254,21 @@ def parser() -> argparse.ArgumentParser:
                    help="tune the conv/matmul kernels with MetaSchedule, TRIALS trials in "
                         "total (needs the tune extra); the database is kept in --tuning-dir "
                         "and a later build reuses it")
+    b.add_argument("--verify", action="store_true",
+                   help="check the build against the numpy reference of the module on random "
+                        "inputs; fails naming every kernel that differs")
     b.add_argument("--tuning-dir", metavar="DIR",
                    help="MetaSchedule database to use (default with --tune: OUTPUT.tuning)")
     b.set_defaults(func=cmd_build)
 
-    r = sub.add_parser("run", help="run a built library")
-    r.add_argument("library")
+    r = sub.add_parser("run", parents=[model_options],
+                       help="run a built library, or the numpy reference of a module")
+    r.add_argument("library", help="built library (.so), or with --reference a model or "
+                                   "canonical module (.json)")
+    r.add_argument("--reference", action="store_true",
+                   help="run the numpy reference interpreter of the canonical module instead")
+    r.add_argument("--target", help="TVM target of float islands under --reference (default: "
+                                    "host CPU)")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
     r.add_argument("-o", "--output", help="outputs .npz (default outputs.npz)")
     r.set_defaults(func=cmd_run)
@@ -272,6 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CanonqnnError as exc:
         print(f"canonqnn: error: {exc}", file=sys.stderr)
         return EXIT_ERROR
+    except BrokenPipeError:  # the reader left (``| head``): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -36,3 +36,7 @@ class InvalidQuantizationError(CanonqnnError):
 
 class ParityError(CanonqnnError):
     """A parity run could not be set up (missing runtime, inputs of the wrong shape, ...)."""
+
+
+class VerificationError(CanonqnnError):
+    """A build computes otherwise than the numpy reference of its canonical module."""

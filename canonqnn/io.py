@@ -10,6 +10,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+import numpy as np
+
 IO_ATTR = "canonqnn.io"
 IO_FUNCTION = "canonqnn_io"  # built libraries carry the same JSON from this function
 
@@ -51,3 +53,17 @@ def module_io(mod: Any) -> ModelIO | None:
     if attrs is None or IO_ATTR not in attrs:
         return None
     return ModelIO.from_json(str(attrs[IO_ATTR]))
+
+
+def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
+    """Seeded inputs of the right dtype and shape: N(0, 1) floats, full-range integers."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for info in io.inputs:
+        if info.dtype.startswith("float"):
+            out[info.name] = rng.standard_normal(info.shape).astype(info.dtype)
+        else:
+            limits = np.iinfo(info.dtype)
+            lo, hi = max(limits.min, -128), min(limits.max, 255)
+            out[info.name] = rng.integers(lo, hi + 1, info.shape).astype(info.dtype)
+    return out

@@ -67,3 +67,52 @@ def qdq_layer_norm() -> onnx.ModelProto:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 10
     return model
+
+
+# ---------------------------------------------------------------- QDQ products of two activations
+ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8,
+             np.float32: TensorProto.FLOAT, np.int32: TensorProto.INT32}
+
+
+def qdq_model(nodes, inputs: dict, inits: dict, opset: int = 21):
+    """``inputs``: name -> (numpy dtype, shape); ``inits``: name -> array, with the output zero
+    point ``zy``; output ``Y``."""
+    out_type = ONNX_TYPE[np.asarray(inits["zy"]).dtype.type]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info(k, ONNX_TYPE[t], list(s))
+                     for k, (t, s) in inputs.items()],
+        [helper.make_tensor_value_info("Y", out_type, None)],
+        [numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 10
+    return model
+
+
+def scalar(value, dtype):
+    return np.array(value, dtype)
+
+
+def offset(dtype) -> int:
+    return 128 if dtype == np.uint8 else 0
+
+
+def attention_scores(a_dtype, b_dtype, perm=(0, 1, 3, 2), b_shape=(2, 3, 6, 16)):
+    """Q [2,3,6,16] x K^T: DQ(Q), DQ(K) -> Transpose(perm) -> MatMul -> Q."""
+    inits = dict(sa=scalar(0.02, np.float32), za=scalar(offset(a_dtype) - 3, a_dtype),
+                 sb=scalar(0.03, np.float32), zb=scalar(offset(b_dtype) + 5, b_dtype),
+                 sy=scalar(0.02 * 0.03 * 4 * 120 * 70 / 60, np.float32),
+                 zy=scalar(offset(a_dtype) + 2, a_dtype))
+    nodes = [helper.make_node("DequantizeLinear", ["A", "sa", "za"], ["af"]),
+             helper.make_node("DequantizeLinear", ["B", "sb", "zb"], ["bf"]),
+             helper.make_node("Transpose", ["bf"], ["bt"], perm=list(perm)),
+             helper.make_node("MatMul", ["af", "bt"], ["yf"]),
+             helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["Y"])]
+    return qdq_model(nodes, {"A": (a_dtype, (2, 3, 6, 16)), "B": (b_dtype, b_shape)}, inits)
+
+
+def extreme_inputs(a_dtype, b_dtype, seed: int):
+    """Largest magnitudes: uint8 x int8 pair sums leave int16 on most pairs."""
+    rng = np.random.default_rng(seed)
+    lows = {np.uint8: (0, 250, 255), np.int8: (-128, 120, 127)}
+    return {"A": rng.choice(np.array(lows[a_dtype], a_dtype), (2, 3, 6, 16)),
+            "B": rng.choice(np.array(lows[b_dtype], b_dtype), (2, 3, 6, 16))}

@@ -28,7 +28,8 @@ from onnx import numpy_helper
 
 REPO_ROOT = Path(__file__).resolve().parents[3]  # tests/frontends/onnx/<this file>
 CORPUS = REPO_ROOT.parent / "shared" / "conformance" / "onnx-ops"
-NO_CORPUS_ENV = "CANONQNN_NO_CORPUS"
+# Set by .ci/run: a missing corpus then fails the run instead of skipping its tests.
+REQUIRE_CORPUS_ENV = "CANONQNN_REQUIRE_CORPUS"
 
 SOURCES = ("migraphx", "onnx2c", "onnx_backend", "patched", "onnx_pkg")
 
@@ -59,7 +60,19 @@ _BIAS_POSITIONS = {"QLinearConv": (8,), "QGemm": (6,)}
 
 def corpus_missing_message() -> str:
     return (f"conformance corpus not found at {CORPUS} (expected ../shared/conformance/onnx-ops "
-            f"next to the repository root {REPO_ROOT}); set {NO_CORPUS_ENV}=1 to run without it")
+            f"next to the repository root {REPO_ROOT})")
+
+
+def require_corpus() -> None:
+    """Skip a test that reads the corpus when it is absent, with the reason; fail instead when
+    the run requires it (``CANONQNN_REQUIRE_CORPUS=1``, as CI sets)."""
+    import pytest
+
+    if corpus_available():
+        return
+    if os.environ.get(REQUIRE_CORPUS_ENV) == "1":
+        pytest.fail(f"{corpus_missing_message()}; {REQUIRE_CORPUS_ENV}=1 requires it")
+    pytest.skip(corpus_missing_message())
 
 
 def corpus_available() -> bool:

@@ -23,15 +23,14 @@ their ``patched/`` copies and must match them bit for bit. The three originals t
 the wrong output type are refused with ``InvalidModelError`` (the declared interface contradicts
 what the op computes); see ``test_default_domain_contrib_originals``.
 
-The corpus must be present: without it ``test_corpus_present`` fails, unless
-``CANONQNN_NO_CORPUS=1`` is set (then only the onnx package cases run).
+Without the corpus (a checkout with no ``../shared``) its tests skip, saying why, and only the
+onnx package cases run; CI sets ``CANONQNN_REQUIRE_CORPUS=1``, which makes them fail instead.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-import os
 import re
 
 import numpy as np
@@ -175,10 +174,7 @@ def stored_references(case: cases.Case) -> dict[str, dict[str, np.ndarray]]:
 
 # ------------------------------------------------------------------------------------------------
 def test_corpus_present():
-    if not cases.corpus_available():
-        if os.environ.get(cases.NO_CORPUS_ENV) == "1":
-            pytest.skip(f"{cases.NO_CORPUS_ENV}=1: running without the conformance corpus")
-        pytest.fail(cases.corpus_missing_message())
+    cases.require_corpus()
 
 
 def test_case_inventory():
@@ -237,8 +233,7 @@ def test_default_domain_contrib_originals():
     """Originals with contrib ops in the default domain: accepted unless their declared output
     type is wrong (3), or a gap (3-D pooling, dilations); the accepted ones run in
     ``test_bit_exact``."""
-    if not cases.corpus_available():
-        pytest.skip("needs the corpus (test_corpus_present fails without it)")
+    cases.require_corpus()
     originals = [c for c in ALL_IDS if c.startswith("migraphx/") and any(
         n.domain == "" and not onnx.defs.has(n.op_type)
         for n in cases.get_case(c).model.graph.node)]
@@ -267,8 +262,7 @@ def test_runtime_scale_must_be_bound():
 
 
 def test_runtime_qgemm_bias_must_be_bound():
-    if not cases.corpus_available():
-        pytest.skip("needs the corpus (test_corpus_present fails without it)")
+    cases.require_corpus()
     case = cases.get_case("onnx2c/test_qgemm_uint8_scalar_bias")
     bind, _ = cases.split_inputs(case)
     bind.pop("C")

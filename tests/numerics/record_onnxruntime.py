@@ -1,0 +1,96 @@
+"""Record onnxruntime's outputs of small models whose result depends on the host class.
+
+    python tests/numerics/record_onnxruntime.py DIR [--machine TEXT]
+
+writes ``DIR/<case>.<profile>.npz``: the ONNX model, its inputs and onnxruntime's outputs (as
+parity runs it, ``canonqnn.api.ort_session``), the numerics profile this onnxruntime was probed
+to follow, and where it ran. The files in ``fixtures/`` were recorded on an AMD EPYC Zen 4
+(AVX512-VNNI) both natively and under ``qemu-x86_64 -cpu Haswell`` (QEMU's user-mode emulator
+of an AVX2 CPU without VNNI, Debian package qemu-user), so that tests on either host class pin
+both profiles: see test_recorded_profiles.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import platform
+import sys
+
+import numpy as np
+from onnx import TensorProto, helper
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from _onnx_chains import attention_scores, extreme_inputs  # noqa: E402
+
+from canonqnn.api import ort_session  # noqa: E402
+from canonqnn.numerics import probe  # noqa: E402
+
+
+def matmul_integer_u8s8():
+    """MatMulInteger of uint8 A [2, 5, 20] and a runtime int8 B [2, 20, 6], zero points 7 / -3."""
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["A", "B", "za", "zb"], ["Y"])], "g",
+        [helper.make_tensor_value_info("A", TensorProto.UINT8, [2, 5, 20]),
+         helper.make_tensor_value_info("B", TensorProto.INT8, [2, 20, 6])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT32, [2, 5, 6])],
+        [helper.make_tensor("za", TensorProto.UINT8, [], [7]),
+         helper.make_tensor("zb", TensorProto.INT8, [], [-3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    rng = np.random.default_rng(4)
+    feeds = [{"A": rng.choice(np.array([0, 255, 250], np.uint8), (2, 5, 20)),
+              "B": rng.choice(np.array([-128, 127, 120], np.int8), (2, 20, 6))},
+             {"A": rng.integers(0, 256, (2, 5, 20)).astype(np.uint8),
+              "B": rng.integers(-128, 128, (2, 20, 6)).astype(np.int8)}]
+    return model, feeds
+
+
+def attention_u8s8():
+    """QDQ Q x K^T of uint8 queries and int8 keys, both runtime tensors."""
+    rng = np.random.default_rng(3)
+    random = {"A": rng.integers(0, 256, (2, 3, 6, 16)).astype(np.uint8),
+              "B": rng.integers(-128, 128, (2, 3, 6, 16)).astype(np.int8)}
+    feeds = [extreme_inputs(np.uint8, np.int8, s) for s in (1, 2)] + [random]
+    return attention_scores(np.uint8, np.int8), feeds
+
+
+CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention_u8s8}
+
+
+def record(out_dir: pathlib.Path, machine: str) -> list[pathlib.Path]:
+    profile = probe.onnxruntime_profile()
+    import onnxruntime
+
+    written = []
+    for name, make in CASES.items():
+        model, feeds = make()
+        session, settings = ort_session(model)
+        arrays = {"model": np.frombuffer(model.SerializeToString(), np.uint8),
+                  "profile": np.array(profile.name), "machine": np.array(machine),
+                  "onnxruntime": np.array(f"{onnxruntime.__version__}, {settings}")}
+        for k, feed in enumerate(feeds):
+            outputs = session.run(None, feed)
+            arrays.update({f"input/{k}/{n}": v for n, v in feed.items()})
+            arrays.update({f"output/{k}/{o.name}": v
+                           for o, v in zip(session.get_outputs(), outputs)})
+        path = out_dir / f"{name}.{profile.name}.npz"
+        np.savez_compressed(path, **arrays)
+        written.append(path)
+    return written
+
+
+def main() -> int:
+    args = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args.add_argument("dir", type=pathlib.Path)
+    args.add_argument("--machine", default=platform.processor() or platform.machine(),
+                      help="where this runs, as the fixture should name it")
+    ns = args.parse_args()
+    ns.dir.mkdir(parents=True, exist_ok=True)
+    for path in record(ns.dir, ns.machine):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

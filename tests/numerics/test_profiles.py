@@ -1,0 +1,39 @@
+"""canonqnn.numerics: the profiles, the probe of this host's onnxruntime, their records."""
+
+from __future__ import annotations
+
+import pytest
+
+import canonqnn
+from _onnx_chains import conv_then_separately_quantized
+from canonqnn import numerics
+from canonqnn.numerics import probe
+
+
+def test_probe_classifies_this_hosts_onnxruntime_by_what_it_computes():
+    profile = probe.onnxruntime_profile()
+    pair_sum = probe._matmul_integer_probe()
+    assert pair_sum in (probe.PAIR_EXACT, probe.PAIR_SATURATED)
+    expected = "x86-avx2" if pair_sum == probe.PAIR_SATURATED else "x86-vnni"
+    assert profile.host == expected and profile.runtime == "onnxruntime"
+    assert profile.u8s8_runtime_b == (numerics.PAIR_SAT16 if expected == "x86-avx2"
+                                      else numerics.EXACT)
+
+
+def test_profiles_are_named_versioned_and_say_where_their_arithmetic_comes_from():
+    assert {"exact", "tflite-reference", "onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni",
+            "onnxruntime-1.31-arm64", "xnnpack"} <= set(numerics.PROFILES)
+    for name, p in numerics.PROFILES.items():
+        assert p.name == name and p.version and p.host and p.provenance and p.description
+    avx2, vnni = (numerics.get(f"onnxruntime-1.31-x86-{h}") for h in ("avx2", "vnni"))
+    assert avx2.differences(vnni) == ["u8s8_runtime_b: u8s8_pair_sat16 here, exact there"]
+    with pytest.raises(numerics.UnsupportedNumerics, match="unknown numerics profile 'x'"):
+        numerics.get("x")
+
+
+def test_module_records_and_prints_its_profile():
+    mod, report = canonqnn.canonicalize(
+        canonqnn.load(conv_then_separately_quantized("Relu")), numerics="exact")
+    assert numerics.recorded(mod).name == "exact" == report.numerics
+    assert '"canonqnn.numerics": "exact"' in mod.script()
+    assert report.summary().startswith("numerics: exact")

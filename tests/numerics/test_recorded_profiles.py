@@ -1,0 +1,61 @@
+"""Profiles pinned on any host: onnxruntime outputs recorded on each x86 host class
+(``fixtures/``, written by record_onnxruntime.py), reproduced by the module converted for the
+recorded profile, both by its numpy reference and by its TVM build."""
+
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+import onnx
+import pytest
+
+import canonqnn
+from canonqnn import reference
+
+FIXTURES = sorted((pathlib.Path(__file__).parent / "fixtures").glob("*.npz"))
+
+
+def load_fixture(path: pathlib.Path):
+    with np.load(path) as data:
+        arrays = {k: data[k] for k in data.files}
+    runs: dict[int, tuple[dict, dict]] = {}
+    for key, value in arrays.items():
+        kind, _, rest = key.partition("/")
+        if kind in ("input", "output"):
+            run, name = rest.split("/", 1)
+            runs.setdefault(int(run), ({}, {}))[kind == "output"][name] = value
+    model = onnx.load_from_string(arrays["model"].tobytes())
+    return model, str(arrays["profile"]), str(arrays["machine"]), [runs[k] for k in sorted(runs)]
+
+
+def test_both_x86_host_classes_are_recorded_for_every_case():
+    names = {p.name.split(".")[0] for p in FIXTURES}
+    profiles = {p.name.split(".", 1)[1][:-4] for p in FIXTURES}
+    assert profiles == {"onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni"}
+    assert len(FIXTURES) == len(names) * len(profiles)
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=[p.name[:-4] for p in FIXTURES])
+def test_recorded_onnxruntime_outputs_are_reproduced_under_their_profile(path):
+    model, profile, machine, runs = load_fixture(path)
+    mod, report = canonqnn.canonicalize(canonqnn.load(model), numerics=profile)
+    assert not report.float_islands, report.summary()
+    built = canonqnn.build(mod)
+    for k, (feeds, recorded) in enumerate(runs):
+        spec = reference.evaluate(mod, feeds).outputs
+        got = built.run(feeds)
+        for name, want in recorded.items():
+            np.testing.assert_array_equal(spec[name], want, f"reference, run {k} ({machine})")
+            np.testing.assert_array_equal(got[name], want, f"build, run {k} ({machine})")
+
+
+@pytest.mark.parametrize("case", sorted({p.name.split(".")[0] for p in FIXTURES}))
+def test_the_host_classes_differ_on_every_recorded_case(case):
+    # Each fixture discriminates: the AVX2 recording saturates where the VNNI one is exact.
+    (_, _, _, avx2), (_, _, _, vnni) = (
+        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-x86-{h}.npz"))
+        for h in ("avx2", "vnni"))
+    differing = sum(int(np.count_nonzero(a[1][n] != v[1][n]))
+                    for a, v in zip(avx2, vnni) for n in a[1])
+    assert differing > 0

@@ -1,0 +1,43 @@
+"""The numpy reference interpreter of a whole canonical module, and build(verify=True)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_indexing import tile_module
+
+import canonqnn
+from canonqnn import _tvm, models, reference
+from canonqnn.errors import VerificationError
+from canonqnn.io import module_io, random_inputs
+
+
+@pytest.mark.parametrize("arch", sorted(models.ARCHITECTURES))
+def test_every_example_model_builds_equal_to_its_numpy_reference(quantized_model, arch):
+    model = quantized_model(arch, "qdq", "u8", True)
+    mod, _ = canonqnn.canonicalize(canonqnn.load(model))
+    built = canonqnn.build(mod, verify=True)
+    assert built.verification.ok and built.verification.runs == 2, \
+        built.verification.summary()
+
+
+def test_verify_names_the_tile_kernel_when_llvm_miscompiles_it(monkeypatch):
+    # topi.tile's modulo addressing, which canonqnn.tile replaced, is miscompiled for int8 on
+    # every x86 CPU but plain x86-64 (docs/random-graphs.md): verify must name the kernel.
+    monkeypatch.setattr(_tvm, "te_tile", lambda x, repeats: _tvm.topi.tile(x, repeats))
+    mod = tile_module([(1, 5, 8, 3)], [1, 2, 2, 1])
+    with pytest.raises(VerificationError, match=r"kernel tile \(\w+\): \d+ of 960 values"):
+        canonqnn.build(mod, target={"kind": "llvm", "mcpu": "znver3"}, verify=True)
+
+
+def test_reference_interpreter_runs_a_module_without_tvm():
+    mod = tile_module([(1, 5, 8, 3)], [1, 2, 2, 1])
+    feeds = random_inputs(module_io(mod) or canonqnn.builder._fallback_io(mod), 3)
+    out = reference.evaluate(mod, feeds).outputs["output_0"]
+    np.testing.assert_array_equal(out, np.tile(feeds["x0"], [1, 2, 2, 1]))
+
+def test_reference_interpreter_names_a_float_island_it_has_no_reference_for(quantized_model):
+    transformer = quantized_model("transformer", "qdq", "u8", True)
+    fq, _ = canonqnn.canonicalize(canonqnn.load(transformer))
+    with pytest.raises(reference.NotEvaluable, match=r"relax\.nn\.layer_norm .*float island"):
+        reference.evaluate(fq, random_inputs(module_io(fq)))
