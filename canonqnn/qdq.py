@@ -5,6 +5,15 @@ Conventions fixed here, for every frontend and rule:
   a bias), both 0-d per tensor or 1-d per channel;
 - the axis is explicit and non-negative (per tensor: axis 0, which Relax ignores);
 - uint8 never appears inside a module: boundary conversions shift it to int8 (q - 128).
+
+Facts about a quantized tensor that its int8 form cannot show ride on the quantize and
+dequantize calls themselves, written and read here only: ``source_dtype`` ("uint8" when the int8
+tensor holds the source's uint8 data - 128: onnxruntime's uint8 kernels compute otherwise than
+its int8 ones) and, on a quantize, ``source_op`` (the source operator producing the tensor:
+TFLite's FULLY_CONNECTED rounds otherwise than its BATCH_MATMUL, both a matmul here). Relax's
+quantize attributes are a fixed C++ type, so the facts are the call's span note
+(``_tvm.with_note``), which survives renaming, CSE, JSON and TVM's normalizing passes, not a
+table keyed by variable names.
 """
 
 from __future__ import annotations
@@ -20,14 +29,7 @@ from .qparams import QParams, check_scale
 
 QUANTIZE = "relax.quantize"
 DEQUANTIZE = "relax.dequantize"
-# Function attribute: names of the int8 variables holding shifted uint8 source data. Kernels
-# whose float arithmetic depends on the stored values (onnxruntime's uint8 QLinearAdd, ...)
-# read it to reproduce the source runtime exactly.
-UINT8_ATTR = "canonqnn.uint8_tensors"
-# Function attribute: {int8 variable name: source operator} for results whose arithmetic in the
-# source runtime depends on which operator produced them (TFLite's FULLY_CONNECTED rounds
-# differently from its BATCH_MATMUL, while both are a matmul in the fake-quant form).
-SOURCE_OPS_ATTR = "canonqnn.source_ops"
+FACTS = "canonqnn.facts:"  # the span note's prefix
 
 
 def _qparam_consts(qp: QParams) -> tuple[Any, Any]:
@@ -47,24 +49,56 @@ def _axis(qp: QParams, ndim: int) -> int:
     return axis
 
 
-def dequantize(q: Any, qp: QParams) -> Any:
-    """``scale * (q - zp)`` as float32."""
+def dequantize(q: Any, qp: QParams, *, source_dtype: str = "int8") -> Any:
+    """``scale * (q - zp)`` as float32; ``source_dtype`` "uint8": ``q`` holds uint8 data."""
     scale, zp = _qparam_consts(qp)
-    return _tvm.dequantize(q, scale, zp, _axis(qp, len(_tvm.shape_of(q))))
+    call = _tvm.dequantize(q, scale, zp, _axis(qp, len(_tvm.shape_of(q))))
+    return _with_facts(call, source_dtype, None)
 
 
-def quantize(x: Any, qp: QParams) -> Any:
-    """``saturate(RNE(x / scale) + zp)`` to ``qp.dtype``."""
+def quantize(x: Any, qp: QParams, *, source_dtype: str = "int8",
+             source_op: str | None = None) -> Any:
+    """``saturate(RNE(x / scale) + zp)`` to ``qp.dtype``; ``source_dtype`` "uint8": the result
+    holds uint8 data of the source; ``source_op``: the source operator computing it."""
     scale, zp = _qparam_consts(qp)
-    return _tvm.quantize(x, scale, zp, _axis(qp, len(_tvm.shape_of(x))), qp.dtype)
+    call = _tvm.quantize(x, scale, zp, _axis(qp, len(_tvm.shape_of(x))), qp.dtype)
+    return _with_facts(call, source_dtype, source_op)
+
+
+SOURCE_DTYPES = ("int8", "uint8")
+
+
+def source_dtype(dtype: str) -> str:
+    """The ``source_dtype`` fact of a tensor the source model stores as ``dtype``."""
+    return "uint8" if dtype == "uint8" else "int8"
+
+
+def _with_facts(call: Any, source_dtype: str, source_op: str | None) -> Any:
+    if source_dtype not in SOURCE_DTYPES:
+        raise ValueError(f"source dtype {source_dtype!r} (int8 or uint8)")
+    facts = (["uint8"] if source_dtype == "uint8" else []) + \
+        ([f"op={source_op}"] if source_op else [])
+    return _tvm.with_note(call, FACTS + ",".join(facts)) if facts else call
+
+
+def _facts(call: Any) -> tuple[str, str | None]:
+    note = _tvm.note_of(call) or ""
+    if not note.startswith(FACTS):
+        return "int8", None
+    items = note[len(FACTS):].split(",")
+    op = next((i[3:] for i in items if i.startswith("op=")), None)
+    return ("uint8" if "uint8" in items else "int8"), op
 
 
 @dataclass(frozen=True)
 class QdqCall:
-    """A parsed ``quantize``/``dequantize`` call: its tensor operand and its parameters."""
+    """A parsed ``quantize``/``dequantize`` call: its tensor operand, its parameters and the
+    facts it carries (module doc)."""
 
     operand: Any
     qparams: QParams
+    source_dtype: str = "int8"
+    source_op: str | None = None
 
 
 def _read(call: Any, op: str) -> QdqCall | None:
@@ -81,7 +115,7 @@ def _read(call: Any, op: str) -> QdqCall | None:
     else:
         axis = int(attrs["axis"]) % max(len(_tvm.shape_of(data)), 1)
         qp = QParams.make(scale_v, zp_v, axis, dtype)
-    return QdqCall(data, qp)
+    return QdqCall(data, qp, *_facts(call))
 
 
 def read_dequantize(call: Any) -> QdqCall | None:

@@ -18,7 +18,7 @@ from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, SOURCE_OPS_ATTR, UINT8_ATTR
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, QdqCall, read_dequantize, read_quantize
 
 MAX_ITERATIONS = 8
 
@@ -87,14 +87,12 @@ class Report:
 class Context:
     """What rules see: bindings (already rewritten), use counts, an emitter."""
 
-    def __init__(self, mutator: Any, uses: Counter, uint8_tensors: frozenset[str],
-                 source: str, profile: numerics.Profile,
-                 source_ops: dict[str, str] | None = None) -> None:
+    def __init__(self, mutator: Any, uses: Counter, source: str,
+                 profile: numerics.Profile) -> None:
         self._mutator = mutator
         self._uses = uses
-        self._uint8 = uint8_tensors
-        self._source_ops = source_ops or {}
         self.binding_var: Any = None  # the variable whose value is being rewritten
+        self.root: Any = None  # the call being rewritten (a rule's root)
         # The model's format ("onnx", "tflite"), from the interface the frontend recorded:
         # lookup tables are the functions as that format's runtime defines them.
         self.source = source
@@ -103,18 +101,20 @@ class Context:
         # The rounding every canonical op this run builds must implement (the profile's).
         self.rounding = profile.rounding
 
-    def source_dtype(self, var: Any | None = None) -> str:
-        """``"uint8"`` when the int8 tensor bound to ``var`` (default: the binding being
-        rewritten) holds uint8 data of the source model, shifted by -128."""
-        var = self.binding_var if var is None else var
-        return "uint8" if isinstance(var, relax.Var) and _tvm.var_name(var) in self._uint8 \
-            else "int8"
+    def source_dtype(self, parsed: QdqCall | None = None) -> str:
+        """``"uint8"`` when the tensor a parsed quantize/dequantize reads or writes (default:
+        the quantize being rewritten) holds uint8 data of the source model, shifted by -128."""
+        parsed = parsed if parsed is not None else self._root_qdq()
+        return parsed.source_dtype if parsed is not None else "int8"
 
-    def source_op(self, var: Any | None = None) -> str | None:
-        """The source operator the frontend recorded for the variable ``var`` (default: the
-        binding being rewritten), e.g. ``"FULLY_CONNECTED"``; None when none was recorded."""
-        var = self.binding_var if var is None else var
-        return self._source_ops.get(_tvm.var_name(var)) if isinstance(var, relax.Var) else None
+    def source_op(self) -> str | None:
+        """The source operator the frontend recorded on the quantize being rewritten, e.g.
+        ``"FULLY_CONNECTED"``; None when none was recorded."""
+        parsed = self._root_qdq()
+        return parsed.source_op if parsed is not None else None
+
+    def _root_qdq(self) -> QdqCall | None:
+        return read_quantize(self.root) or read_dequantize(self.root)
 
     def value(self, expr: Any) -> Any:
         """The expression bound to ``expr`` if it is a variable bound in this function."""
@@ -142,12 +142,11 @@ class Context:
 
 @relax.expr_functor.mutator
 class _PhaseMutator(relax.expr_functor.PyExprMutator):
-    def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter,
-                 uint8_tensors: frozenset[str], source: str, profile: numerics.Profile,
-                 source_ops: dict[str, str]) -> None:
+    def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter, source: str,
+                 profile: numerics.Profile) -> None:
         super().__init__(mod)
         self.rules = rules
-        self.ctx = Context(self, uses, uint8_tensors, source, profile, source_ops)
+        self.ctx = Context(self, uses, source, profile)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
 
@@ -157,6 +156,7 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
 
     def visit_call_(self, call: Any) -> Any:
         call = self.visit_expr_post_order(call)
+        self.ctx.root = call
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
             try:
                 result = rule.fn(self.ctx, call)
@@ -171,22 +171,6 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
             self.fired[rule.name] += 1
             return result
         return call
-
-
-def uint8_tensors(func: Any) -> frozenset[str]:
-    """Names of the int8 variables that hold shifted uint8 data (set by frontends)."""
-    attrs = func.attrs
-    if attrs is None or UINT8_ATTR not in attrs:
-        return frozenset()
-    return frozenset(str(n) for n in attrs[UINT8_ATTR])
-
-
-def source_ops(func: Any) -> dict[str, str]:
-    """The frontend's record of which source operator produced some variables."""
-    attrs = func.attrs
-    if attrs is None or SOURCE_OPS_ATTR not in attrs:
-        return {}
-    return {str(k): str(v) for k, v in attrs[SOURCE_OPS_ATTR].items()}
 
 
 def count_uses(func: Any) -> Counter:
@@ -232,8 +216,7 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: s
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
-        mutator = _PhaseMutator(mod, rules, count_uses(func), uint8_tensors(func), source,
-                                 profile, source_ops(func))
+        mutator = _PhaseMutator(mod, rules, count_uses(func), source, profile)
         new = mutator.visit_expr(func)
         mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)

@@ -22,7 +22,7 @@ from canonqnn.ops import conv as conv_ops
 from canonqnn.ops import conv_transpose as conv_transpose_ops
 from canonqnn.ops import matmul as matmul_ops
 from canonqnn.ops import movement
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import QParams, product_scale
 
 from ._engine import Context, Decline, Rule
@@ -157,7 +157,7 @@ def fold_conv2d(ctx: Context, call: Any):
         x.operand, w.operand, bias, x.qparams, w.qparams, out.qparams,
         strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"],
         act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
-        rounding=ctx.rounding, source_dtype=ctx.source_dtype(x.operand))
+        rounding=ctx.rounding, source_dtype=x.source_dtype)
 
 
 TRANSPOSE_LAYOUTS = {CONV2D_T: ("NCHW", "IOHW"), CONV1D_T: ("NCW", "IOW")}
@@ -260,12 +260,12 @@ def _swap_last_two(ctx: Context, q: Any, qp: QParams) -> Any:
     return ctx.emit(movement.transpose(q, [*range(rank - 2), rank - 1, rank - 2], qp))
 
 
-def _accumulation(ctx: Context, a: Any, b: Any) -> str:
+def _accumulation(ctx: Context, a: QdqCall, b: QdqCall) -> str:
     """How the profile sums this product: onnxruntime's x86 uint8 x int8 GEMM saturates pair
     sums to int16 on CPUs without VNNI, and ``session.x64quantprecision`` only avoids that for
     a constant B (converted to uint8 ahead of time)."""
-    if (not _tvm.is_const(b) and ctx.source_dtype(a) == "uint8"
-            and ctx.source_dtype(b) == "int8"):
+    if (not _tvm.is_const(b.operand) and a.source_dtype == "uint8"
+            and b.source_dtype == "int8"):
         return ctx.numerics.u8s8_runtime_b
     return "exact"
 
@@ -348,7 +348,7 @@ def fold_matmul(ctx: Context, call: Any):
     result = matmul_ops.matmul(
         a_q, b_q, bias, a.qparams, b_qp, out.qparams, alpha=alpha,
         act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
-        accumulate=_accumulation(ctx, a.operand, b.operand), rounding=ctx.rounding,
+        accumulate=_accumulation(ctx, a, b), rounding=ctx.rounding,
         source_op=_matmul_source_op(ctx, b.operand))
     if len(a_shape) == 1 or len(b_shape) == 1:
         result = ctx.emit(result)

@@ -221,7 +221,7 @@ def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
     if (why := per_tensor_int8(out, "output", graph.root)) is not None:
         return why
     x = next(iter(graph.leaves.values()))
-    source_dtype = ctx.source_dtype(x.operand)
+    source_dtype = x.source_dtype
     if source_dtype != ctx.source_dtype():
         return Decline(f"{ctx.source} kernels read and write one type; input {source_dtype}, "
                        f"output {ctx.source_dtype()}", graph.root)

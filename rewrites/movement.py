@@ -109,7 +109,7 @@ def fold_int8_movement(ctx: Context, call: Any):
         moved = movement.transpose(data, _permutation(inner), x.qparams)
     else:
         moved = movement.reshape(data, _tvm.shape_of(inner), x.qparams)
-    return dequantize(ctx.emit(moved), x.qparams)
+    return dequantize(ctx.emit(moved), x.qparams, source_dtype=x.source_dtype)
 
 
 # Before the compute rules, which read the moved int8 tensor as their operand.

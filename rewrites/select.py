@@ -138,7 +138,7 @@ def _where_branch(ctx: Context, expr: Any, other: Any, out, act: Activation, at,
     if (c is None or c.ndim != 0 or np.isnan(c) or facing is None or ctx.source != "onnx"
             or not act.none):
         return _operand(ctx, expr, out.qparams, at, what)
-    source = ctx.source_dtype(facing.operand)
+    source = facing.source_dtype
     if source != ctx.source_dtype():  # onnxruntime skips the dummy DQ when types differ
         return _operand(ctx, expr, out.qparams, at, what)
     q = quantize_value(float(ort_dummy_dq_value(np.float32(c), source)), out.qparams)

@@ -113,7 +113,7 @@ def fold_tflite_softmax(ctx: Context, out: Any):
         return Decline("input is not dequantized from int8 (times a float32 beta)", at)
     if (why := per_tensor_int8(x, "input", at)) is not None:
         return why
-    source = ctx.source_dtype(x.operand)
+    source = x.source_dtype
     if source != ctx.source_dtype():
         return Decline(f"TFLite's 8-bit SOFTMAX needs one type: {source} input, "
                        f"{ctx.source_dtype()} output", at)
@@ -150,7 +150,7 @@ def fold_softmax(ctx: Context, call: Any):
         return Decline(f"the softmax arithmetic of {ctx.source} is not implemented", at)
     if act.bounds(out.qparams) != FULL_RANGE:
         return Decline(UNFUSED + "a relu/clip the output quantization does not imply", at)
-    source = ctx.source_dtype(x.operand)
+    source = x.source_dtype
     if source != ctx.source_dtype():
         return Decline(UNFUSED + f"{source} input, {ctx.source_dtype()} output", at)
     if flat is None:

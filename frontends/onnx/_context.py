@@ -8,7 +8,6 @@ do not implement; the importer adds the node and op to the message.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -91,22 +90,10 @@ class ImportContext:
         self.bb = bb
         self.opset = opset
         self.node_output = ""  # name of the ONNX tensor the current node produces
-        self.uint8_vars: list[str] = []  # int8 variables holding shifted uint8 data
-        self._uint8_names: set[str] = set()  # the same names, for constant-time lookups
 
     # -------------------------------------------------------------- emitting
     def emit(self, expr: Any) -> Any:
         return self.bb.emit(expr)
-
-    def emit_uint8(self, expr: Any) -> Any:
-        """Emit an int8 tensor that holds the model's uint8 data (q - 128), recording its name."""
-        base = "u8_" + (re.sub(r"[^A-Za-z0-9_]", "_", self.node_output) or "t")
-        name, i = base, 1
-        while name in self._uint8_names:
-            name, i = f"{base}_{i}", i + 1
-        self._uint8_names.add(name)
-        self.uint8_vars.append(name)
-        return self.bb.emit(expr, name_hint=name)
 
     def value(self, expr: Any, onnx_dtype: str = "float32", qparams: QParams | None = None):
         return Value(expr=self.emit(expr), onnx_dtype=onnx_dtype, qparams=qparams)

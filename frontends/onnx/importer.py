@@ -166,7 +166,7 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
             for info, param in zip(inputs, params):
                 if info.dtype == "uint8":
                     ctx.node_output = info.name
-                    values[info.name] = Value(expr=ctx.emit_uint8(qdq.uint8_to_int8(param)),
+                    values[info.name] = Value(expr=ctx.emit(qdq.uint8_to_int8(param)),
                                               onnx_dtype="uint8")
                 else:
                     values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
@@ -181,7 +181,6 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
         raise failure
     io = ModelIO(source="onnx", inputs=inputs, outputs=out_infos, rounding="rne_f32")
     mod = bb.get()
-    mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ctx.uint8_vars)
     return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
 
 

@@ -14,7 +14,6 @@ which the rewrites fold into ``canonqnn.transpose``.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -100,26 +99,9 @@ class ImportContext:
     def __init__(self, bb: Any) -> None:
         self.bb = bb
         self.op: Operator | None = None
-        self.uint8_vars: list[str] = []  # int8 variables holding shifted uint8 data
-        self.source_ops: dict[str, str] = {}  # variable name -> the operator producing it
-        self._names: set[str] = set()
 
-    def emit(self, expr: Any, uint8: bool = False, record_op: bool = False) -> Any:
-        """Emit ``expr``; a uint8 result is recorded as such, and with ``record_op`` the
-        operator being converted is recorded as its producer (both need a stable name)."""
-        if not (uint8 or record_op):
-            return self.bb.emit(expr)
-        prefix = "u8_" if uint8 else ""
-        base = f"{prefix}op{self.op.index}" if self.op is not None else f"{prefix}input"
-        name, i = base, 1
-        while name in self._names:
-            name, i = f"{base}_{i}", i + 1
-        self._names.add(name)
-        if uint8:
-            self.uint8_vars.append(name)
-        if record_op:
-            self.source_ops[name] = self.op.kind
-        return self.bb.emit(expr, name_hint=re.sub(r"[^A-Za-z0-9_]", "_", name))
+    def emit(self, expr: Any) -> Any:
+        return self.bb.emit(expr)
 
     # -------------------------------------------------------------- values
     def expr(self, value: Value) -> Any:
@@ -138,7 +120,8 @@ class ImportContext:
         if not value.quantized:
             raise Unsupported(f"input of dtype {value.dtype} is not quantized; canonqnn imports "
                               "quantized operators (float ones only at QUANTIZE/DEQUANTIZE)")
-        return self.emit(qdq.dequantize(self.expr(value), value.qparams))
+        return self.emit(qdq.dequantize(self.expr(value), value.qparams,
+                                        source_dtype=qdq.source_dtype(value.dtype)))
 
     def dq_stored(self, value: Value, out: Tensor) -> Any:
         """``value``'s stored integers read with output ``out``'s parameters: TFLite's pooling
@@ -146,7 +129,8 @@ class ImportContext:
         qp = tensor_qparams(out)
         if qp is None or value.qparams is None or value.dtype != out.dtype:
             return self.dq(value)
-        return self.emit(qdq.dequantize(self.expr(value), qp))
+        return self.emit(qdq.dequantize(self.expr(value), qp,
+                                        source_dtype=qdq.source_dtype(value.dtype)))
 
     def quantized(self, real: Any, out: Tensor, nchw: bool = False,
                   record_op: bool = False) -> Value:
@@ -159,7 +143,8 @@ class ImportContext:
                               "uint8 operators")
         if not qp.per_tensor:
             raise Unsupported(f"output {out.name!r} is quantized per channel")
-        expr = self.emit(qdq.quantize(real, qp), uint8=out.dtype == "uint8", record_op=record_op)
+        expr = self.emit(qdq.quantize(real, qp, source_dtype=qdq.source_dtype(out.dtype),
+                                      source_op=self.op.kind if record_op else None))
         value = Value(out.dtype, out.shape, expr, qparams=qp, nchw=nchw)
         if value.layout_shape != _tvm.shape_of(expr):
             raise Unsupported(f"computed shape {list(_tvm.shape_of(expr))} differs from the "
@@ -169,7 +154,8 @@ class ImportContext:
     def requantized(self, value: Value, real: Any, nchw: bool, shape) -> Value:
         """``real`` (computed from ``value``'s real values) quantized with ``value``'s own
         parameters: exact data movement."""
-        expr = self.emit(qdq.quantize(real, value.qparams), uint8=value.dtype == "uint8")
+        expr = self.emit(qdq.quantize(real, value.qparams,
+                                      source_dtype=qdq.source_dtype(value.dtype)))
         return replace(value, expr=expr, const=None, nchw=nchw, shape=tuple(shape))
 
     # -------------------------------------------------------------- layout

@@ -2,7 +2,7 @@
 
 The importer reads the flatbuffer, checks every operator has a converter (reporting all that do
 not at once), and converts the operators in order. Quantized tensors become int8 Relax values
-(uint8 ones shifted by -128, recorded in ``canonqnn.uint8_tensors``); 4-D activations are held
+(uint8 ones shifted by -128, their quantize/dequantize calls saying so: ``canonqnn.qdq``); 4-D activations are held
 NCHW inside the module while its interface keeps the model's NHWC shapes, names and dtypes.
 The module records ``source="tflite"`` and ``rounding="q31_double"``: TFLite's reference
 kernels requantize with Q31 fixed-point multipliers and two roundings, ties away from zero.
@@ -66,7 +66,7 @@ def load(model: str | os.PathLike | bytes) -> Any:
                 t = m.tensors[index]
                 expr = param
                 if info.dtype == "uint8" and t.quantized:
-                    expr = ctx.emit(qdq.uint8_to_int8(param), uint8=True)
+                    expr = ctx.emit(qdq.uint8_to_int8(param))
                 values[index] = Value(info.dtype, info.shape, expr, qparams=_qparams(t))
             try:
                 _convert_operators(ctx, m, values)
@@ -79,9 +79,6 @@ def load(model: str | os.PathLike | bytes) -> Any:
         raise failure
     io = ModelIO(source=SOURCE, inputs=inputs, outputs=out_infos, rounding=ROUNDING)
     mod = bb.get()
-    mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ctx.uint8_vars)
-    if ctx.source_ops:
-        mod["main"] = mod["main"].with_attr(qdq.SOURCE_OPS_ATTR, ctx.source_ops)
     return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
 
 

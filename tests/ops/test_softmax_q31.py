@@ -239,15 +239,14 @@ def tflite_module(shape, axis, beta=None, out_qp=OUT_QP, uint8=False):
     x = relax.Var("x", _tvm.tensor_type(shape, "int8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            real = bb.emit(qdq.dequantize(x, IN_QP))
+            real = bb.emit(qdq.dequantize(x, IN_QP, source_dtype="uint8" if uint8 else "int8"))
             if beta is not None:
                 real = bb.emit(relax.op.multiply(real, _tvm.const(F32(beta))))
             y = bb.emit(relax.op.nn.softmax(real, axis))
-            q = bb.emit_output(qdq.quantize(y, out_qp))
+            q = bb.emit_output(qdq.quantize(y, out_qp,
+                                            source_dtype="uint8" if uint8 else "int8"))
         bb.emit_func_output(q)
     mod = bb.get()
-    if uint8:
-        mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ["x", _tvm.var_name(q)])
     return mod.with_attr(IO_ATTR, json.dumps(TFLITE.to_json()))
 
 

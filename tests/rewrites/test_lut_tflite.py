@@ -32,13 +32,11 @@ def _fq(build, in_qp: QParams = IN_QP, out_qp: QParams = OUT_QP, uint8: bool = F
     x = relax.Var("x", _tvm.tensor_type(SHAPE, "int8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            real = bb.emit(qdq.dequantize(x, in_qp))
-            q = bb.emit_output(qdq.quantize(build(bb, real), out_qp))
+            stored = "uint8" if uint8 else "int8"
+            real = bb.emit(qdq.dequantize(x, in_qp, source_dtype=stored))
+            q = bb.emit_output(qdq.quantize(build(bb, real), out_qp, source_dtype=stored))
         bb.emit_func_output(q)
-    mod = bb.get()
-    if uint8:
-        mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, ["x", _tvm.var_name(q)])
-    return mod.with_attr(IO_ATTR, json.dumps(TFLITE.to_json()))
+    return bb.get().with_attr(IO_ATTR, json.dumps(TFLITE.to_json()))
 
 
 def hardswish(bb, r, sixth: float = 1.0 / 6.0):

@@ -33,14 +33,14 @@ def fake_quant(body, out_qp=OUT, qps=None, uint8=(), phases=DEFAULT_PHASES):
     bb = relax.BlockBuilder()
     with bb.function("main", list(params.values())):
         with bb.dataflow():
-            reals = [bb.emit(qdq.dequantize(params[n], qps[n])) for n in ("a", "b", "c")]
-            y = bb.emit(qdq.quantize(body(bb, *reals, params["cond"]), out_qp), name_hint="y")
+            reals = [bb.emit(qdq.dequantize(params[n], qps[n], source_dtype=qdq.source_dtype(
+                "uint8" if n in uint8 else "int8"))) for n in ("a", "b", "c")]
+            y = bb.emit(qdq.quantize(body(bb, *reals, params["cond"]), out_qp,
+                                     source_dtype=qdq.source_dtype("uint8" if "y" in uint8
+                                                                   else "int8")), name_hint="y")
             out = bb.emit_output(y)
         bb.emit_func_output(out)
-    mod = bb.get()
-    if uint8:
-        mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, list(uint8))
-    return canonicalize(mod, phases)
+    return canonicalize(bb.get(), phases)
 
 
 def reasons(report) -> list[str]:

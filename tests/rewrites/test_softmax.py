@@ -22,18 +22,17 @@ def fq_module(shape, body, *, out_qp=OUT_QP, uint8_inputs=False, uint8_output=Fa
     that hold shifted uint8 data, as the ONNX importer does; ``float_output`` also returns
     ``body``'s float result."""
     bb = relax.BlockBuilder()
-    x = relax.Var("u8_x" if uint8_inputs else "x", _tvm.tensor_type(shape, "int8"))
+    x = relax.Var("x", _tvm.tensor_type(shape, "int8"))
     with bb.function("main", [x]):
         with bb.dataflow():
-            real = bb.emit(qdq.dequantize(x, X_QP))
+            real = bb.emit(qdq.dequantize(x, X_QP, source_dtype=qdq.source_dtype(
+                "uint8" if uint8_inputs else "int8")))
             f = body(bb, real)
-            y = bb.emit(qdq.quantize(f, out_qp), name_hint="u8_y" if uint8_output else "y")
+            y = bb.emit(qdq.quantize(f, out_qp, source_dtype=qdq.source_dtype(
+                "uint8" if uint8_output else "int8")), name_hint="y")
             out = bb.emit_output(relax.Tuple([y, f]) if float_output else y)
         bb.emit_func_output(out)
-    mod = bb.get()
-    names = [n for n, on in (("u8_x", uint8_inputs), ("u8_y", uint8_output)) if on]
-    mod["main"] = mod["main"].with_attr(qdq.UINT8_ATTR, names)
-    return mod
+    return bb.get()
 
 
 def softmax_of(axis):

@@ -76,14 +76,14 @@ def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
         expr = ctx.expr(Value(const=np.asarray(data, qp.dtype)))
     else:
         expr = ctx.expr(x)
-    return Value(expr=ctx.emit(qdq.dequantize(expr, qp)), dequantized=qp)
+    dq = qdq.dequantize(expr, qp, source_dtype=qdq.source_dtype(x.onnx_dtype))
+    return Value(expr=ctx.emit(dq), dequantized=qp)
 
 
 def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -> Value:
     _check_axis(ctx.shape(y), qp)
-    q = qdq.quantize(ctx.expr(y), qp)
-    expr = ctx.emit_uint8(q) if onnx_dtype == "uint8" else ctx.emit(q)
-    return Value(expr=expr, onnx_dtype=onnx_dtype, qparams=qp)
+    q = qdq.quantize(ctx.expr(y), qp, source_dtype=qdq.source_dtype(onnx_dtype))
+    return Value(expr=ctx.emit(q), onnx_dtype=onnx_dtype, qparams=qp)
 
 
 @onnx_op("DequantizeLinear", quantized="consumes")

@@ -137,6 +137,6 @@ def resize_op(ctx, node, inputs, attrs):
         return [quantize_value(ctx, y, x.qparams, x.onnx_dtype)]
     stored = QParams.make(1.0, -128 if x.onnx_dtype == "uint8" else 0)
     y = _resize(ctx, dequantize_value(ctx, x, stored), out, mode, coordinate, nearest, attrs)
-    q = qdq.quantize(ctx.emit(relax.op.trunc(ctx.expr(y))), stored)
-    expr = ctx.emit_uint8(q) if x.onnx_dtype == "uint8" else ctx.emit(q)
-    return [Value(expr=expr, onnx_dtype=x.onnx_dtype, qparams=x.qparams)]
+    q = qdq.quantize(ctx.emit(relax.op.trunc(ctx.expr(y))), stored,
+                     source_dtype=qdq.source_dtype(x.onnx_dtype))
+    return [Value(expr=ctx.emit(q), onnx_dtype=x.onnx_dtype, qparams=x.qparams)]

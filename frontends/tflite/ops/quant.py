@@ -19,7 +19,7 @@ def quantize_op(ctx, op, inputs, outputs):
     qp = tensor_qparams(out)
     if qp is None or out.dtype not in QUANTIZED_DTYPES or not qp.per_tensor:
         raise Unsupported(f"QUANTIZE to {out.dtype} (int8 or uint8 per tensor required)")
-    expr = ctx.emit(qdq.quantize(ctx.expr(x), qp), uint8=out.dtype == "uint8")
+    expr = ctx.emit(qdq.quantize(ctx.expr(x), qp, source_dtype=qdq.source_dtype(out.dtype)))
     return [Value(out.dtype, out.shape, expr, qparams=qp, nchw=x.nchw)]
 
 
