@@ -162,6 +162,8 @@ class ParityResult:
             lines.append(f"also compared (not the specification): {other['reference']}")
             lines += [f"  output {o['name']}: exact {100 * o['exact_fraction']:.4f}%, max |diff| "
                       f"{o['max_abs_diff']:g} LSB" for o in other["outputs"]]
+        if "first_divergence_summary" in self.extra:
+            lines.append(self.extra["first_divergence_summary"])
         lines.append("PARITY: " + ("bit-exact" if self.exact else "DIFFERS"))
         return "\n".join(lines)
 
@@ -305,6 +307,7 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
     worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
     total = {o.name: 0 for o in io.outputs}
+    differing_feed = None  # the first input on which the specification runtime differs
     for feed in feeds:
         got = built.run(feed)
         for k, runtime in enumerate(runtimes):
@@ -316,6 +319,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
                 worst[k][info.name] = max(worst[k][info.name], max_diff)
                 if k == 0:
                     total[info.name] += int(np.asarray(ref).size)
+                    if n_same < np.asarray(ref).size and differing_feed is None:
+                        differing_feed = feed
     per_runtime = [[OutputParity(o.name, same[k][o.name] / max(total[o.name], 1),
                                  worst[k][o.name], total[o.name]) for o in io.outputs]
                    for k in range(len(runtimes))]
@@ -332,6 +337,16 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             "none in the arithmetic choices the profiles name"]
     if also:
         extra["also_compared"] = also
+    if differing_feed is not None:
+        from .divergence import first_divergence, onnx_tensors
+
+        found = first_divergence(mod, built, differing_feed, lambda one: build(one, target),
+                                 onnx_tensors(model) if io.source == "onnx" else None)
+        extra["first_divergence"] = found.to_json() if found else None
+        extra["first_divergence_summary"] = found.summary() if found else (
+            "first diverging layer: none found (every canonical op equals its reference and "
+            "the runtime's recorded tensors; the difference is in a float island or after "
+            "the last canonical op)")
     return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
                         runtimes[0].description, built.target, len(feeds), extra)
 

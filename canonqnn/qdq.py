@@ -10,7 +10,9 @@ Facts about a quantized tensor that its int8 form cannot show ride on the quanti
 dequantize calls themselves, written and read here only: ``source_dtype`` ("uint8" when the int8
 tensor holds the source's uint8 data - 128: onnxruntime's uint8 kernels compute otherwise than
 its int8 ones) and, on a quantize, ``source_op`` (the source operator producing the tensor:
-TFLite's FULLY_CONNECTED rounds otherwise than its BATCH_MATMUL, both a matmul here). Relax's
+TFLite's FULLY_CONNECTED rounds otherwise than its BATCH_MATMUL, both a matmul here) and
+``source_tensor`` (the name of the source model's tensor it computes, which parity reads back
+from the source runtime to find the first diverging layer). Relax's
 quantize attributes are a fixed C++ type, so the facts are the call's span note
 (``_tvm.with_note``), which survives renaming, CSE, JSON and TVM's normalizing passes, not a
 table keyed by variable names.
@@ -18,6 +20,7 @@ table keyed by variable names.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,13 +59,14 @@ def dequantize(q: Any, qp: QParams, *, source_dtype: str = "int8") -> Any:
     return _with_facts(call, source_dtype, None)
 
 
-def quantize(x: Any, qp: QParams, *, source_dtype: str = "int8",
-             source_op: str | None = None) -> Any:
+def quantize(x: Any, qp: QParams, *, source_dtype: str = "int8", source_op: str | None = None,
+             source_tensor: str | None = None) -> Any:
     """``saturate(RNE(x / scale) + zp)`` to ``qp.dtype``; ``source_dtype`` "uint8": the result
-    holds uint8 data of the source; ``source_op``: the source operator computing it."""
+    holds uint8 data of the source; ``source_op``: the source operator computing it;
+    ``source_tensor``: the source model's name of the result."""
     scale, zp = _qparam_consts(qp)
     call = _tvm.quantize(x, scale, zp, _axis(qp, len(_tvm.shape_of(x))), qp.dtype)
-    return _with_facts(call, source_dtype, source_op)
+    return _with_facts(call, source_dtype, source_op, source_tensor)
 
 
 SOURCE_DTYPES = ("int8", "uint8")
@@ -73,21 +77,32 @@ def source_dtype(dtype: str) -> str:
     return "uint8" if dtype == "uint8" else "int8"
 
 
-def _with_facts(call: Any, source_dtype: str, source_op: str | None) -> Any:
+def _with_facts(call: Any, source_dtype: str, source_op: str | None = None,
+                source_tensor: str | None = None) -> Any:
     if source_dtype not in SOURCE_DTYPES:
         raise ValueError(f"source dtype {source_dtype!r} (int8 or uint8)")
-    facts = (["uint8"] if source_dtype == "uint8" else []) + \
-        ([f"op={source_op}"] if source_op else [])
-    return _tvm.with_note(call, FACTS + ",".join(facts)) if facts else call
+    facts = {k: v for k, v in (("dtype", source_dtype), ("op", source_op),
+                               ("tensor", source_tensor)) if v and v != "int8"}
+    return _tvm.with_note(call, FACTS + json.dumps(facts, sort_keys=True)) if facts else call
 
 
-def _facts(call: Any) -> tuple[str, str | None]:
+def _facts(call: Any) -> dict[str, str]:
     note = _tvm.note_of(call) or ""
-    if not note.startswith(FACTS):
-        return "int8", None
-    items = note[len(FACTS):].split(",")
-    op = next((i[3:] for i in items if i.startswith("op=")), None)
-    return ("uint8" if "uint8" in items else "int8"), op
+    return json.loads(note[len(FACTS):]) if note.startswith(FACTS) else {}
+
+
+def carry_facts(root: Any, result: Any) -> Any:
+    """``result`` (a call replacing the quantize ``root``) with ``root``'s facts."""
+    note = _tvm.note_of(root)
+    if note and note.startswith(FACTS) and _tvm.op_name(result) is not None:
+        return _tvm.with_note(result, note)
+    return result
+
+
+def source_tensor(call: Any) -> str | None:
+    """The source model's name of the tensor ``call`` computes (a quantize, or the canonical op
+    that replaced one), when the frontend recorded it."""
+    return _facts(call).get("tensor")
 
 
 @dataclass(frozen=True)
@@ -99,6 +114,7 @@ class QdqCall:
     qparams: QParams
     source_dtype: str = "int8"
     source_op: str | None = None
+    source_tensor: str | None = None
 
 
 def _read(call: Any, op: str) -> QdqCall | None:
@@ -115,7 +131,8 @@ def _read(call: Any, op: str) -> QdqCall | None:
     else:
         axis = int(attrs["axis"]) % max(len(_tvm.shape_of(data)), 1)
         qp = QParams.make(scale_v, zp_v, axis, dtype)
-    return QdqCall(data, qp, *_facts(call))
+    facts = _facts(call)
+    return QdqCall(data, qp, facts.get("dtype", "int8"), facts.get("op"), facts.get("tensor"))
 
 
 def read_dequantize(call: Any) -> QdqCall | None:

@@ -18,7 +18,8 @@ from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, QdqCall, read_dequantize, read_quantize
+from canonqnn.qdq import (DEQUANTIZE, QUANTIZE, QdqCall, carry_facts, read_dequantize,
+                          read_quantize)
 
 MAX_ITERATIONS = 8
 
@@ -160,7 +161,8 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
             try:
                 result = rule.fn(self.ctx, call)
-            except UnsupportedRounding as exc:  # the op exists, not with this source's rounding
+            # The op exists, not with this source's rounding or the profile's arithmetic.
+            except (UnsupportedRounding, numerics.UnsupportedNumerics) as exc:
                 result = Decline(str(exc), call.args[0] if call.args else None)
             if result is None:
                 continue
@@ -169,7 +171,7 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
                     self.declines.setdefault(result.at, f"{rule.name}: {result.reason}")
                 continue
             self.fired[rule.name] += 1
-            return result
+            return carry_facts(call, result)
         return call
 
 
@@ -222,7 +224,10 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: s
         report.counts.update(mutator.fired)
         fired += sum(mutator.fired.values())
         for var, reason in mutator.declines.items():
-            declines[var] = reason
+            # A later phase's reason replaces an earlier one, except the profile's refusal:
+            # it names the cause (the arithmetic exists, canonqnn lacks it).
+            if numerics.REFUSAL not in declines.get(var, ""):
+                declines[var] = reason
     return mod, fired
 
 

@@ -32,6 +32,8 @@ def fold_binary(ctx: Context, call: Any):
         if (why := per_tensor_int8(parsed, what, y)) is not None:
             return why
     bounds = act.bounds(out.qparams)
+    if canonical is ew.ADD:
+        ctx.numerics.require("add", "fixed_point", "the fixed-point QLinearAdd (SSE2, NEON)")
     if canonical is ew.SUB:
         return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
                       rounding=ctx.rounding)

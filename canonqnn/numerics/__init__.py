@@ -56,8 +56,11 @@ class Profile:
     def require(self, choice: str, value: str, what: str) -> None:
         """Raise when this profile's ``choice`` is ``value``, which canonqnn cannot build."""
         if getattr(self, choice) == value:
-            raise UnsupportedNumerics(f"numerics profile {self.name}: {what} is not "
-                                      f"implemented ({choice}={value})")
+            raise UnsupportedNumerics(f"{REFUSAL}{self.name}: {what} is not implemented "
+                                      f"({choice}={value})")
+
+
+REFUSAL = "numerics profile "  # how a profile's refusal begins
 
 
 class UnsupportedNumerics(CanonqnnError):

@@ -144,7 +144,8 @@ class ImportContext:
         if not qp.per_tensor:
             raise Unsupported(f"output {out.name!r} is quantized per channel")
         expr = self.emit(qdq.quantize(real, qp, source_dtype=qdq.source_dtype(out.dtype),
-                                      source_op=self.op.kind if record_op else None))
+                                      source_op=self.op.kind if record_op else None,
+                                      source_tensor=out.name))
         value = Value(out.dtype, out.shape, expr, qparams=qp, nchw=nchw)
         if value.layout_shape != _tvm.shape_of(expr):
             raise Unsupported(f"computed shape {list(_tvm.shape_of(expr))} differs from the "

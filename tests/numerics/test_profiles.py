@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import canonqnn
@@ -37,3 +38,24 @@ def test_module_records_and_prints_its_profile():
     assert numerics.recorded(mod).name == "exact" == report.numerics
     assert '"canonqnn.numerics": "exact"' in mod.script()
     assert report.summary().startswith("numerics: exact")
+
+
+def test_arithmetic_a_profile_names_but_canonqnn_lacks_is_a_named_float_island():
+    # onnxruntime's NEON QLinearAdd is fixed point; canonqnn.add implements the float one.
+    from _onnx_chains import qdq_model, scalar  # noqa: PLC0415
+    from onnx import helper  # noqa: PLC0415
+
+    nodes = [helper.make_node("DequantizeLinear", ["A", "sa", "za"], ["af"]),
+             helper.make_node("DequantizeLinear", ["B", "sa", "za"], ["bf"]),
+             helper.make_node("Add", ["af", "bf"], ["yf"]),
+             helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["Y"])]
+    inits = dict(sa=scalar(0.02, np.float32), za=scalar(1, np.int8),
+                 sy=scalar(0.04, np.float32), zy=scalar(0, np.int8))
+    model = qdq_model(nodes, {"A": (np.int8, (2, 8)), "B": (np.int8, (2, 8))}, inits)
+    _, on_x86 = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-x86-avx2")
+    assert dict(on_x86.canonical_ops) == {"add": 1}
+    _, on_arm = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-arm64")
+    assert not on_arm.canonical_ops
+    (island,) = on_arm.float_islands
+    assert island.op == "relax.add" and "numerics profile onnxruntime-1.31-arm64: the " \
+        "fixed-point QLinearAdd (SSE2, NEON) is not implemented (add=fixed_point)" in island.reason

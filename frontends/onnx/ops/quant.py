@@ -82,7 +82,8 @@ def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
 
 def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -> Value:
     _check_axis(ctx.shape(y), qp)
-    q = qdq.quantize(ctx.expr(y), qp, source_dtype=qdq.source_dtype(onnx_dtype))
+    q = qdq.quantize(ctx.expr(y), qp, source_dtype=qdq.source_dtype(onnx_dtype),
+                     source_tensor=ctx.node_output or None)
     return Value(expr=ctx.emit(q), onnx_dtype=onnx_dtype, qparams=qp)
 
 

@@ -138,5 +138,6 @@ def resize_op(ctx, node, inputs, attrs):
     stored = QParams.make(1.0, -128 if x.onnx_dtype == "uint8" else 0)
     y = _resize(ctx, dequantize_value(ctx, x, stored), out, mode, coordinate, nearest, attrs)
     q = qdq.quantize(ctx.emit(relax.op.trunc(ctx.expr(y))), stored,
-                     source_dtype=qdq.source_dtype(x.onnx_dtype))
+                     source_dtype=qdq.source_dtype(x.onnx_dtype),
+                     source_tensor=ctx.node_output or None)
     return [Value(expr=ctx.emit(q), onnx_dtype=x.onnx_dtype, qparams=x.qparams)]
