@@ -125,6 +125,9 @@ def _value(expr: Any, env: dict, var: Any, island: Island | None = None) -> Any:
         return _value(expr.tuple_value, env, None)[expr.index]
     if isinstance(expr, relax.ShapeExpr):
         return [int(d) for d in expr.values]
+    if not isinstance(expr, relax.Call):  # a scalar argument (PrimValue, FloatImm, IntImm)
+        value = getattr(expr, "value", expr)
+        return getattr(value, "value", value)
     args = [_value(a, env, None) for a in expr.args]
     op = lookup(expr)
     if op is not None:

@@ -9,16 +9,33 @@ from test_indexing import tile_module
 import canonqnn
 from canonqnn import _tvm, models, reference
 from canonqnn.errors import VerificationError
+from canonqnn.frontends.tflite import models as tflite_models
 from canonqnn.io import module_io, random_inputs
 
 
-@pytest.mark.parametrize("arch", sorted(models.ARCHITECTURES))
-def test_every_example_model_builds_equal_to_its_numpy_reference(quantized_model, arch):
-    model = quantized_model(arch, "qdq", "u8", True)
-    mod, _ = canonqnn.canonicalize(canonqnn.load(model))
+ONNX_EXAMPLES = [(a, f, t) for a in sorted(models.ARCHITECTURES) for f in ("qdq", "qoperator")
+                 for t in ("u8", "s8")]
+TFLITE_EXAMPLES = [(a, t) for a in sorted(tflite_models.ARCHITECTURES) for t in ("int8", "uint8")]
+
+
+def assert_verified(mod):
     built = canonqnn.build(mod, verify=True)
     assert built.verification.ok and built.verification.runs == 2, \
         built.verification.summary()
+
+
+@pytest.mark.parametrize("arch,fmt,activation", ONNX_EXAMPLES,
+                         ids=["-".join(c) for c in ONNX_EXAMPLES])
+def test_every_onnx_example_model_builds_equal_to_its_numpy_reference(quantized_model, arch,
+                                                                       fmt, activation):
+    model = quantized_model(arch, fmt, activation, True)
+    assert_verified(canonqnn.canonicalize(canonqnn.load(model))[0])
+
+
+@pytest.mark.parametrize("arch,dtype", TFLITE_EXAMPLES, ids=["-".join(c) for c in TFLITE_EXAMPLES])
+def test_every_tflite_example_model_builds_equal_to_its_numpy_reference(arch, dtype):
+    model = tflite_models.ARCHITECTURES[arch](dtype=dtype)
+    assert_verified(canonqnn.canonicalize(canonqnn.load(model))[0])
 
 
 def test_verify_names_the_tile_kernel_when_llvm_miscompiles_it(monkeypatch):
