@@ -32,8 +32,12 @@ def fold_binary(ctx: Context, call: Any):
         if (why := per_tensor_int8(parsed, what, y)) is not None:
             return why
     bounds = act.bounds(out.qparams)
+    # The profile's add / mul arithmetic must be one canonqnn.add / mul implements (sub is
+    # TFLite's alone).
     if canonical is ew.ADD:
-        ctx.numerics.require("add", "fixed_point", "the fixed-point QLinearAdd (SSE2, NEON)")
+        ctx.numerics.require("add", ("f32_fma", "q31"), "its quantized add")
+    elif canonical is ew.MUL:
+        ctx.numerics.require("mul", ("f32", "q31"), "its quantized mul")
     if canonical is ew.SUB:
         return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
                       rounding=ctx.rounding)

@@ -43,9 +43,12 @@ class Profile:
     rounding: str = "rne_f32"
     # uint8 x int8 matmul with a runtime int8 operand: EXACT or PAIR_SAT16 (MLAS vpmaddubsw).
     u8s8_runtime_b: str = EXACT
-    # Quantized add: "f32_fma" (the AVX2 QLinearAdd: float ratios, FMA, RNE) is what
-    # canonqnn.add implements; "fixed_point" (SSE2/NEON QLinearAdd) is not implemented.
+    # Quantized add and mul with a float32 rounding: "f32_fma" (add: MLAS's AVX2 QLinearAdd,
+    # float ratios, FMA, RNE) and "f32" (mul: MLAS's QLinearMul, no FMA) are what canonqnn.add
+    # and canonqnn.mul implement; "fixed_point" (the SSE2/NEON QLinearAdd) and "unverified"
+    # (not read or measured) are not. Q31 roundings use TFLite's kernels instead ("q31").
     add: str = "f32_fma"
+    mul: str = "f32"
     description: str = ""
 
     def differences(self, other: Profile) -> list[str]:
@@ -53,9 +56,10 @@ class Profile:
         return [f"{f.name}: {getattr(self, f.name)} here, {getattr(other, f.name)} there"
                 for f in fields(self)[5:-1] if getattr(self, f.name) != getattr(other, f.name)]
 
-    def require(self, choice: str, value: str, what: str) -> None:
-        """Raise when this profile's ``choice`` is ``value``, which canonqnn cannot build."""
-        if getattr(self, choice) == value:
+    def require(self, choice: str, implemented: tuple[str, ...], what: str) -> None:
+        """Raise unless this profile's ``choice`` is one canonqnn implements."""
+        value = getattr(self, choice)
+        if value not in implemented:
             raise UnsupportedNumerics(f"{REFUSAL}{self.name}: {what} is not implemented "
                                       f"({choice}={value})")
 
@@ -83,15 +87,18 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             description="MLAS on x86-64 with AVX512-VNNI or AVX-VNNI (AMD Zen 4/5, Intel Ice "
                         "Lake and later): u8 x s8 GEMMs sum exactly (vpdpbusd)"),
     Profile(f"onnxruntime-{ORT_VERSION}-arm64", "onnxruntime", ORT_VERSION, "arm64",
-            FROM_SOURCE, add="fixed_point",
+            FROM_SOURCE, add="fixed_point", mul="unverified",
             description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
                         "point, which canonqnn.add does not implement)"),
     Profile("tflite-reference", "tflite", "2.18", "any", MEASURED, rounding="q31_double",
+            add="q31", mul="q31",
             description="the TFLite interpreter's reference kernels (OpResolverType."
                         "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
-    Profile("xnnpack", "xnnpack", "ExecuTorch", "any", FROM_SOURCE,
+    Profile("xnnpack", "xnnpack", "ExecuTorch", "any", FROM_SOURCE, add="unverified",
+            mul="unverified",
             description="XNNPACK's int8 kernels (the PyTorch frontend's runtime): exact "
-                        "sums, float32 multiplier rounded to nearest even"),
+                        "sums, float32 multiplier rounded to nearest even (conv measured "
+                        "bit-exact, notes); its add and mul not yet read"),
 )}
 
 

@@ -57,5 +57,5 @@ def test_arithmetic_a_profile_names_but_canonqnn_lacks_is_a_named_float_island()
     _, on_arm = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-arm64")
     assert not on_arm.canonical_ops
     (island,) = on_arm.float_islands
-    assert island.op == "relax.add" and "numerics profile onnxruntime-1.31-arm64: the " \
-        "fixed-point QLinearAdd (SSE2, NEON) is not implemented (add=fixed_point)" in island.reason
+    assert island.op == "relax.add" and "numerics profile onnxruntime-1.31-arm64: its " \
+        "quantized add is not implemented (add=fixed_point)" in island.reason
