@@ -105,6 +105,13 @@ def source_tensor(call: Any) -> str | None:
     return _facts(call).get("tensor")
 
 
+def facts_of(call: Any) -> tuple[str, str | None]:
+    """``(source_dtype, source_op)`` a quantize or dequantize call carries, without parsing its
+    parameters."""
+    facts = _facts(call)
+    return facts.get("dtype", "int8"), facts.get("op")
+
+
 @dataclass(frozen=True)
 class QdqCall:
     """A parsed ``quantize``/``dequantize`` call: its tensor operand, its parameters and the

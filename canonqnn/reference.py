@@ -145,19 +145,23 @@ def _value(expr: Any, env: dict, var: Any, island: Island | None = None) -> Any:
         raise NotEvaluable(f"{name}{where}: {exc}") from None
 
 
+def build_alone(call: Any, build_one: Callable[[Any], Any]) -> Callable[[Callable], np.ndarray]:
+    """``call`` built alone by ``build_one``; the result runs it, given a function from each of
+    its variable arguments to a value."""
+    alone, names = _tvm.single_call_module(call)
+    runner = build_one(alone)
+    return lambda value_of: runner.run({n: value_of(arg) for n, arg in names})["output_0"]
+
+
 def tvm_island(build_one: Callable[[Any], Any]) -> Island:
-    """An ``island`` function: the op built alone by ``build_one`` and run on its arguments
-    (built once per op)."""
+    """An ``island`` function: the op built alone by ``build_one`` (once per op) and run on
+    its arguments."""
     runners: dict[Any, Any] = {}
 
     def run(var: Any, call: Any, args: list) -> np.ndarray:
         if var not in runners:
-            alone, names = _tvm.single_call_module(call)
-            runners[var] = (build_one(alone), names)
-        runner, names = runners[var]
-        positions = [k for k, a in enumerate(call.args) if isinstance(a, relax.Var)]
-        feeds = {name: args[k] for (name, _), k in zip(names, positions)}
-        return runner.run(feeds)["output_0"]
+            runners[var] = build_alone(call, build_one)
+        return runners[var](dict(zip(call.args, args)).__getitem__)
 
     return run
 
@@ -227,12 +231,10 @@ def _kernel_mismatches(mod: Any, evaluations: list[Evaluation],
         op = lookup(call)
         if op is None:
             continue
-        alone, names = _tvm.single_call_module(call)
-        runner = build_one(alone)
+        run = build_alone(call, build_one)
         differing = elements = 0
         for evaluation in evaluations:
-            feeds = {name: evaluation.values[arg] for name, arg in names}
-            got = runner.run(feeds)["output_0"]
+            got = run(evaluation.values.__getitem__)
             want = evaluation.values[var]
             differing += int(np.count_nonzero(got != want))
             elements += int(want.size)

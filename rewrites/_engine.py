@@ -18,8 +18,7 @@ from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import (DEQUANTIZE, QUANTIZE, QdqCall, carry_facts, read_dequantize,
-                          read_quantize)
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of
 
 MAX_ITERATIONS = 8
 
@@ -102,20 +101,15 @@ class Context:
         # The rounding every canonical op this run builds must implement (the profile's).
         self.rounding = profile.rounding
 
-    def source_dtype(self, parsed: QdqCall | None = None) -> str:
-        """``"uint8"`` when the tensor a parsed quantize/dequantize reads or writes (default:
-        the quantize being rewritten) holds uint8 data of the source model, shifted by -128."""
-        parsed = parsed if parsed is not None else self._root_qdq()
-        return parsed.source_dtype if parsed is not None else "int8"
+    def source_dtype(self) -> str:
+        """``"uint8"`` when the quantize being rewritten writes uint8 data of the source model,
+        shifted by -128 (a parsed dequantize says it of its operand: ``QdqCall``)."""
+        return facts_of(self.root)[0]
 
     def source_op(self) -> str | None:
         """The source operator the frontend recorded on the quantize being rewritten, e.g.
         ``"FULLY_CONNECTED"``; None when none was recorded."""
-        parsed = self._root_qdq()
-        return parsed.source_op if parsed is not None else None
-
-    def _root_qdq(self) -> QdqCall | None:
-        return read_quantize(self.root) or read_dequantize(self.root)
+        return facts_of(self.root)[1]
 
     def value(self, expr: Any) -> Any:
         """The expression bound to ``expr`` if it is a variable bound in this function."""
