@@ -243,6 +243,7 @@ def fold_lut(ctx: Context, call: Any):
         return None  # not a function of a quantized tensor, or a clamp (requantize's)
     if (why := _check(ctx, graph)) is not None:
         return why
+    ctx.numerics.require("tables", ("x86", "tflite"), "its lookup-table functions")
     if tables.kernels(ctx.source) is not None:
         return _fold_kernel(ctx, graph, out)
     for var, op in graph.ops.items():

@@ -49,6 +49,10 @@ class Profile:
     # (not read or measured) are not. Q31 roundings use TFLite's kernels instead ("q31").
     add: str = "f32_fma"
     mul: str = "f32"
+    # The float functions behind lookup tables (sigmoid, tanh, gelu, ...): "x86" (MLAS's
+    # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
+    # reference kernels), "unverified" (another ISA's kernels, not read: no table is built).
+    tables: str = "x86"
     description: str = ""
 
     def differences(self, other: Profile) -> list[str]:
@@ -87,15 +91,15 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             description="MLAS on x86-64 with AVX512-VNNI or AVX-VNNI (AMD Zen 4/5, Intel Ice "
                         "Lake and later): u8 x s8 GEMMs sum exactly (vpdpbusd)"),
     Profile(f"onnxruntime-{ORT_VERSION}-arm64", "onnxruntime", ORT_VERSION, "arm64",
-            FROM_SOURCE, add="fixed_point", mul="unverified",
+            FROM_SOURCE, add="fixed_point", mul="unverified", tables="unverified",
             description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
                         "point, which canonqnn.add does not implement)"),
     Profile("tflite-reference", "tflite", "2.18", "any", MEASURED, rounding="q31_double",
-            add="q31", mul="q31",
+            add="q31", mul="q31", tables="tflite",
             description="the TFLite interpreter's reference kernels (OpResolverType."
                         "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
     Profile("xnnpack", "xnnpack", "ExecuTorch", "any", FROM_SOURCE, add="unverified",
-            mul="unverified",
+            mul="unverified", tables="unverified",
             description="XNNPACK's int8 kernels (the PyTorch frontend's runtime): exact "
                         "sums, float32 multiplier rounded to nearest even (conv measured "
                         "bit-exact, notes); its add and mul not yet read"),

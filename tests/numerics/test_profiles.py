@@ -59,3 +59,13 @@ def test_arithmetic_a_profile_names_but_canonqnn_lacks_is_a_named_float_island()
     (island,) = on_arm.float_islands
     assert island.op == "relax.add" and "numerics profile onnxruntime-1.31-arm64: its " \
         "quantized add is not implemented (add=fixed_point)" in island.reason
+
+
+def test_a_lookup_table_of_kernels_nobody_read_is_a_named_float_island(quantized_model):
+    model = quantized_model("mobilenet_v3", "qdq", "u8", True)  # hardswish tables
+    _, x86 = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-x86-vnni")
+    assert x86.canonical_ops["lut"] >= 1 and not x86.float_islands
+    _, arm = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-arm64")
+    assert "lut" not in arm.canonical_ops
+    assert any("its lookup-table functions is not implemented (tables=unverified)" in i.reason
+               for i in arm.float_islands)
