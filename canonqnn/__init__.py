@@ -8,6 +8,10 @@
     outputs = built.run({"input": x})
     result = canonqnn.parity("model.onnx")              # onnxruntime vs the TVM build
 
+Numerics profiles (``canonqnn.numerics``) name how each source runtime computes on each class of
+host; a module records the one it was converted for, and ``canonqnn.reference`` runs a module's
+numpy specification.
+
 The core (``canonqnn.qparams``, ``qdq``, ``ops``, ``builder``, ``io``) knows no model format and
 no rule; ``canonqnn.frontends`` and ``canonqnn.rewrites`` build on it; this module and
 ``canonqnn.api`` / ``canonqnn.cli`` tie them together.
@@ -39,6 +43,8 @@ _LAZY = {
     "frontends": ("canonqnn.frontends", None),
     "rewrites": ("canonqnn.rewrites", None),
     "ops": ("canonqnn.ops", None),
+    "numerics": ("canonqnn.numerics", None),
+    "reference": ("canonqnn.reference", None),
 }
 
 

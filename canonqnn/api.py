@@ -191,7 +191,9 @@ def ort_session(model: Any, threads: int | None = None) -> tuple[Any, str]:
             errors.append(str(exc).splitlines()[0])
             continue
         settings = ", ".join(f"{k}={v}" for k, v in config.items())
-        return session, f"onnxruntime {ort.__version__} CPU, ORT_ENABLE_ALL, {settings}"
+        threads_text = f", {threads} intra-op threads" if threads else ""
+        return session, (f"onnxruntime {ort.__version__} CPU, ORT_ENABLE_ALL, {settings}"
+                         f"{threads_text}")
     raise ParityError("onnxruntime cannot run this model: " + "; ".join(errors))
 
 
@@ -225,8 +227,8 @@ class SourceRuntime:
     run: Any
 
 
-def onnx_runtime(model: Any, io: ModelIO) -> SourceRuntime:
-    session, description = ort_session(model)
+def onnx_runtime(model: Any, io: ModelIO, threads: int | None = None) -> SourceRuntime:
+    session, description = ort_session(model, threads)
     names = [o.name for o in io.outputs]
     return SourceRuntime(description, lambda feed: session.run(names, feed))
 
@@ -298,7 +300,10 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     io = module_io(mod)
     if io is None:
         raise CanonqnnError("module has no recorded interface")
-    runtimes = tflite_runtimes(model, io) if io.source == "tflite" else [onnx_runtime(model, io)]
+    module_profile = get_profile(report.numerics)
+    # onnxruntime with the profile's thread count, on which its float ReduceMean order depends
+    runtimes = tflite_runtimes(model, io) if io.source == "tflite" else \
+        [onnx_runtime(model, io, module_profile.threads)]
     built = build(mod, target)
     if inputs is None:
         feeds = [random_inputs(io, seed + i) for i in range(runs)]
@@ -331,7 +336,6 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     extra: dict[str, Any] = {"numerics": report.numerics}
     runtime_profile = probe.source_profile(io.source)
     extra["runtime_numerics"] = runtime_profile.name
-    module_profile = get_profile(report.numerics)
     if module_profile.name != runtime_profile.name:
         extra["numerics_differences"] = module_profile.differences(runtime_profile) or [
             "none in the arithmetic choices the profiles name"]
@@ -341,7 +345,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
         from .divergence import first_divergence, onnx_tensors
 
         found = first_divergence(mod, built, differing_feed, lambda one: build(one, target),
-                                 onnx_tensors(model) if io.source == "onnx" else None)
+                                 onnx_tensors(model, module_profile.threads)
+                                 if io.source == "onnx" else None)
         extra["first_divergence"] = found.to_json() if found else None
         extra["first_divergence_summary"] = found.summary() if found else (
             "first diverging layer: none found (every canonical op equals its reference and "

@@ -90,9 +90,9 @@ def _runtime_difference(call: Any, want: np.ndarray, value: Any) -> int | None:
     return int(np.count_nonzero(value != want))
 
 
-def onnx_tensors(model: Any):
-    """A ``runtime_tensors`` function for an ONNX model: onnxruntime (as parity runs it) with the
-    named tensors exposed as extra graph outputs."""
+def onnx_tensors(model: Any, threads: int | None = None):
+    """A ``runtime_tensors`` function for an ONNX model: onnxruntime (as parity runs it, on
+    ``threads`` intra-op threads) with the named tensors exposed as extra graph outputs."""
     import onnx
 
     from .api import _ir10, ort_session
@@ -107,7 +107,7 @@ def onnx_tensors(model: Any):
         outputs = {o.name for o in proto.graph.output}
         wanted = [n for n in dict.fromkeys(names) if n in typed]
         proto.graph.output.extend(typed[n] for n in wanted if n not in outputs)
-        session, _ = ort_session(proto)
+        session, _ = ort_session(proto, threads)
         return dict(zip(wanted, session.run(wanted, feed)))
 
     return run

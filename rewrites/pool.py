@@ -98,8 +98,10 @@ def fold_reduce_mean(ctx: Context, call: Any):
     if not (_tvm.is_const(divisor) and _tvm.const_value(divisor).size == 1
             and float(_tvm.const_value(divisor)) == count):
         return Decline(f"sum divided by something other than its count {count:g}", y)
+    summation = pool.onnxruntime_summation(shape, axes, ctx.numerics.threads)
     return pool.reduce_mean(x.operand, axes, a["keepdims"], x.qparams, out.qparams,
-                            act=act.bounds(out.qparams), rounding=ctx.rounding)
+                            act=act.bounds(out.qparams), rounding=ctx.rounding,
+                            summation=summation)
 
 
 def fold_max_pool(ctx: Context, call: Any):

@@ -53,6 +53,9 @@ class Profile:
     # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
     # reference kernels), "unverified" (another ISA's kernels, not read: no table is built).
     tables: str = "x86"
+    # Intra-op threads of the runtime: onnxruntime's float ReduceMean picks its summation order
+    # by thread count (canonqnn.ops.pool.onnxruntime_summation), so parity runs it with these.
+    threads: int = 2
     description: str = ""
 
     def differences(self, other: Profile) -> list[str]:

@@ -39,10 +39,12 @@ U8S8_EXACT = {"session.x64quantprecision": "1"}
 
 # ---------------------------------------------------------------- onnxruntime side
 def run_graph(nodes, feeds: dict, consts: dict, out_dtype, *, opset: int = 13,
-              config: dict | None = None) -> np.ndarray:
+              config: dict | None = None, threads: int = 2) -> np.ndarray:
     """Run ``nodes`` (output ``"Y"``) with ``feeds`` as graph inputs, ``consts`` as initializers.
 
-    ORT_DISABLE_ALL, except with ``config=U8S8_EXACT`` (ORT_ENABLE_EXTENDED, see above).
+    ORT_DISABLE_ALL, except with ``config=U8S8_EXACT`` (ORT_ENABLE_EXTENDED, see above), on
+    ``threads`` intra-op threads (the profiles' 2 by default, whatever the host's cores: its
+    float ReduceMean order depends on them).
     """
     inputs = [helper.make_tensor_value_info(k, _ONNX_TYPES[np.asarray(v).dtype], list(np.shape(v)))
               for k, v in feeds.items()]
@@ -57,6 +59,7 @@ def run_graph(nodes, feeds: dict, consts: dict, out_dtype, *, opset: int = 13,
                                    if config == U8S8_EXACT else
                                    ort.GraphOptimizationLevel.ORT_DISABLE_ALL)
     so.log_severity_level = 3
+    so.intra_op_num_threads = threads
     for key, value in (config or {}).items():
         so.add_session_config_entry(key, value)
     sess = ort.InferenceSession(model.SerializeToString(), so,

@@ -229,9 +229,10 @@ def _reduce_nodes(out: str, keepdims: int):
             helper.make_node("ReduceMean", ["x", "axes"], [out], keepdims=keepdims)]
 
 
-def ort_reduce_mean_float(x, sx, zx, axes):
+def ort_reduce_mean_float(x, sx, zx, axes, threads: int = 2):
     consts = dict(sx=scalar(sx, F32), zx=scalar(zx, x.dtype), axes=np.array(axes, np.int64))
-    return run_graph(_reduce_nodes("Y", 1), dict(X=x), consts, np.float32, opset=18)
+    return run_graph(_reduce_nodes("Y", 1), dict(X=x), consts, np.float32, opset=18,
+                     threads=threads)
 
 
 def ort_reduce_mean(x, sx, zx, sy, zy, axes, keepdims=1):
@@ -256,6 +257,28 @@ def cancelling(rng, shape, axes, zp, dtype=np.int8):
         rows.append(rng.permutation(np.concatenate([half, -half, np.zeros(n % 2, int)])) + zp)
     data = np.array(rows).reshape([shape[k] for k in kept] + [shape[a] for a in axes])
     return np.moveaxis(data, list(range(len(kept), len(shape))), axes).astype(dtype)
+
+
+# (shape, axes): KRK / RKR shapes whose kept outer or middle size decides the order by thread
+# count, and the onnxruntime thread counts to check (the profiles' 2 is checked above).
+THREADED_CASES = [((2, 64, 7, 7), [1]), ((4, 64, 7, 7), [1]), ((8, 64, 7, 7), [1]),
+                  ((2, 4, 6, 6), [0, 2, 3]), ((3, 9, 6, 6), [0, 2, 3])]
+
+
+@pytest.mark.parametrize("threads", [1, 3, 4, 8])
+def test_reduce_mean_order_follows_onnxruntimes_thread_count(threads):
+    sx, zx = F32(0.0371), -3
+    picked = set()
+    for shape, axes in THREADED_CASES:
+        summation = pool.onnxruntime_summation(shape, axes, threads)
+        picked.add(summation)
+        x = rand_q(np.random.default_rng(8), shape)
+        oracle = ort_reduce_mean_float(x, sx, zx, axes, threads=threads)
+        xf = ((x.astype(np.int32) - zx).astype(F32) * sx).astype(F32)
+        mean = pool.float_mean(xf, axes, summation).reshape(oracle.shape)
+        assert np.array_equal(mean.view(np.uint32), oracle.view(np.uint32)), \
+            f"{shape} {axes} at {threads} threads: {summation}"
+    assert ("sequential" in picked) == (threads > 2)
 
 
 @pytest.mark.parametrize("name", list(REDUCE_CASES))
