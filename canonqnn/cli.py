@@ -141,10 +141,11 @@ def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
                             "built library")
     mod, _ = _canonical(args.library, args.shape, args.numerics)
     islands: list[str] = []
+    run_on_tvm = reference.tvm_island(lambda one: build(one, args.target))
 
     def island(var, call, values):
         islands.append(str(call.op.name))
-        return reference.tvm_island(lambda one: build(one, args.target))(var, call, values)
+        return run_on_tvm(var, call, values)
 
     outputs = reference.evaluate(mod, feeds, island).outputs
     if islands:

@@ -74,6 +74,44 @@ def test_convert_build_run_keep_names_and_match_parity_inputs(tmp_path, quantize
     assert logits.shape == ref.shape
 
 
+def test_numerics_verify_and_reference_run_from_the_command_line(tmp_path, quantized_model,
+                                                                 capsys):
+    model_path = _save(quantized_model("mobilenet_v1", "qdq", "u8", True), tmp_path / "m.onnx")
+    module = str(tmp_path / "m.json")
+    assert main(["convert", model_path, "-o", module, "--numerics", "exact"]) == 0
+    assert capsys.readouterr().out.startswith("numerics: exact\n")
+    lib = str(tmp_path / "m.so")
+    assert main(["build", module, "-o", lib, "--verify"]) == 0
+    assert "verify: 2 random input(s), outputs equal to the numpy reference" in \
+        capsys.readouterr().out
+    x = np.random.default_rng(4).standard_normal((1, 3, 32, 32)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    feed = f"input={tmp_path / 'x.npy'}"
+    assert main(["run", lib, "--input", feed, "-o", str(tmp_path / "tvm.npz")]) == 0
+    assert main(["run", "--reference", module, "--input", feed, "-o",
+                 str(tmp_path / "spec.npz")]) == 0
+    with np.load(tmp_path / "tvm.npz") as built, np.load(tmp_path / "spec.npz") as spec:
+        np.testing.assert_array_equal(built["logits"], spec["logits"])
+    capsys.readouterr()
+    # a saved module keeps its profile: asking for another one is an error, not a silent mix
+    assert main(["build", module, "--numerics", "onnxruntime-1.31-x86-avx2"]) == EXIT_ERROR
+    assert "was converted for numerics exact; convert the model again with --numerics " \
+        "onnxruntime-1.31-x86-avx2" in capsys.readouterr().err
+    assert main(["run", "--reference", lib, "--input", feed]) == EXIT_ERROR
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        main(["convert", model_path, "--numerics", "no-such"])
+    assert exit_.value.code == 2 and "invalid choice: 'no-such'" in capsys.readouterr().err
+
+
+def test_parity_names_the_profiles(tmp_path, quantized_model, capsys):
+    path = _save(quantized_model("mobilenet_v1", "qdq", "u8", True), tmp_path / "m.onnx")
+    assert main(["parity", path, "--runs", "1", "--numerics", "exact"]) == 0
+    out = capsys.readouterr().out
+    assert "numerics: exact (this host's runtime: onnxruntime-1.31-x86-" in out
+    assert "PARITY: bit-exact" in out
+
+
 def test_float_island_is_reported_with_its_reason(tmp_path, capsys):
     assert main(["inspect", _save(qdq_layer_norm(), tmp_path / "ln.onnx")]) == 0
     text = capsys.readouterr().out
