@@ -18,22 +18,10 @@ import numpy as np
 from . import _tvm, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError, VerificationError
-from .io import IO_FUNCTION, ModelIO, TensorInfo, module_io
+from .io import IO_FUNCTION, ModelIO, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
 
 KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
-
-
-def _fallback_io(mod: Any) -> ModelIO:
-    """An interface read off ``main`` when no frontend recorded one."""
-    func = mod["main"]
-    inputs = [TensorInfo(_tvm.var_name(p), _tvm.dtype_of(p), _tvm.shape_of(p))
-              for p in func.params]
-    ret = func.ret_ty
-    fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
-    outputs = [TensorInfo(f"output_{i}", str(t.dtype), tuple(int(d) for d in t.shape.values))
-               for i, t in enumerate(fields)]
-    return ModelIO("relax", inputs, outputs)
 
 
 @dataclass
@@ -120,7 +108,7 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
 
 
 def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | None) -> Built:
-    io = module_io(mod) or _fallback_io(mod)
+    io = interface(mod)
     tgt = _tvm.as_target(target)
     fused = fuse(mod, tgt)
     kernels = from_fused_module(fused)

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from . import _tvm
+
 IO_ATTR = "canonqnn.io"
 IO_FUNCTION = "canonqnn_io"  # built libraries carry the same JSON from this function
 
@@ -53,6 +55,22 @@ def module_io(mod: Any) -> ModelIO | None:
     if attrs is None or IO_ATTR not in attrs:
         return None
     return ModelIO.from_json(str(attrs[IO_ATTR]))
+
+
+def interface(mod: Any) -> ModelIO:
+    """The interface recorded on ``mod``, else one read off its ``main`` (no frontend wrote
+    it: inputs by parameter name, outputs ``output_<i>``)."""
+    recorded = module_io(mod)
+    if recorded is not None:
+        return recorded
+    func = mod["main"]
+    inputs = [TensorInfo(_tvm.var_name(p), _tvm.dtype_of(p), _tvm.shape_of(p))
+              for p in func.params]
+    ret = func.ret_ty
+    fields = list(ret.fields) if hasattr(ret, "fields") else [ret]
+    outputs = [TensorInfo(f"output_{i}", str(t.dtype), tuple(int(d) for d in t.shape.values))
+               for i, t in enumerate(fields)]
+    return ModelIO("relax", inputs, outputs)
 
 
 def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:

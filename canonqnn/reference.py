@@ -22,7 +22,7 @@ import numpy as np
 from . import _tvm
 from ._tvm import relax
 from .errors import CanonqnnError
-from .io import ModelIO, module_io, random_inputs
+from .io import interface, random_inputs
 from .ops import lookup
 
 
@@ -100,7 +100,7 @@ def evaluate(mod: Any, inputs: dict[str, np.ndarray], island: Island | None = No
 
     A float island has no reference: with ``island(var, call, arg_values)`` it is computed by
     that function (``tvm_island``: TVM alone on that op), else ``NotEvaluable`` names it."""
-    io = module_io(mod) or _io_of(mod)
+    io = interface(mod)
     func = mod["main"]
     env: dict[Any, Any] = {}
     for param, info in zip(_tvm.function_params(func), io.inputs):
@@ -166,12 +166,6 @@ def tvm_island(build_one: Callable[[Any], Any]) -> Island:
     return run
 
 
-def _io_of(mod: Any) -> ModelIO:
-    from .builder import _fallback_io
-
-    return _fallback_io(mod)
-
-
 # ---------------------------------------------------------------- verification of a build
 @dataclass
 class KernelMismatch:
@@ -210,7 +204,7 @@ def verify(mod: Any, built: Any, *, runs: int = 2, seed: int = 0,
     """Compare ``built`` (a ``Built`` of ``mod``) with the reference interpreter on ``runs``
     seeded random inputs, and build every canonical op of ``mod`` alone (``build_one``: a
     function building a module like ``built`` was) on the interpreter's values of its inputs."""
-    io = module_io(mod) or _io_of(mod)
+    io = interface(mod)
     island = tvm_island(build_one) if build_one else None
     equal, evaluations = True, []
     for k in range(runs):

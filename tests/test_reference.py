@@ -10,7 +10,7 @@ import canonqnn
 from canonqnn import _tvm, models, reference
 from canonqnn.errors import VerificationError
 from canonqnn.frontends.tflite import models as tflite_models
-from canonqnn.io import module_io, random_inputs
+from canonqnn.io import interface, module_io, random_inputs
 
 
 ONNX_EXAMPLES = [(a, f, t) for a in sorted(models.ARCHITECTURES) for f in ("qdq", "qoperator")
@@ -49,7 +49,7 @@ def test_verify_names_the_tile_kernel_when_llvm_miscompiles_it(monkeypatch):
 
 def test_reference_interpreter_runs_a_module_without_tvm():
     mod = tile_module([(1, 5, 8, 3)], [1, 2, 2, 1])
-    feeds = random_inputs(module_io(mod) or canonqnn.builder._fallback_io(mod), 3)
+    feeds = random_inputs(interface(mod), 3)
     out = reference.evaluate(mod, feeds).outputs["output_0"]
     np.testing.assert_array_equal(out, np.tile(feeds["x0"], [1, 2, 2, 1]))
 
