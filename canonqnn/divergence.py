@@ -23,6 +23,7 @@ import numpy as np
 
 from . import _tvm, qdq, reference
 from .ops import lookup
+from .qparams import uint8_to_int8
 
 
 @dataclass
@@ -65,7 +66,7 @@ def first_divergence(mod: Any, built: Any, feed: dict[str, np.ndarray], build_on
         want = np.asarray(evaluation.values[var])
         kernel = _kernel_difference(call, evaluation, build_one, want) if build_differs \
             else None
-        against = _runtime_difference(call, want, runtime.get(name)) if name else None
+        against = _runtime_difference(want, runtime.get(name)) if name else None
         if kernel or against:
             return Divergence(lookup(call).name, _tvm.var_name(var), name, int(want.size),
                               kernel, against)
@@ -77,14 +78,14 @@ def _kernel_difference(call: Any, evaluation: Any, build_one: Any, want: np.ndar
     return int(np.count_nonzero(got != want))
 
 
-def _runtime_difference(call: Any, want: np.ndarray, value: Any) -> int | None:
+def _runtime_difference(want: np.ndarray, value: Any) -> int | None:
     """Differing values between the op's int8 result and the runtime's tensor (uint8 tensors
     compared with the int8 shift the module holds them in); None when not comparable."""
     if value is None:
         return None
     value = np.asarray(value)
     if value.dtype == np.uint8:
-        value = (value.astype(np.int32) - 128).astype(np.int8)
+        value = uint8_to_int8(value)
     if value.shape != want.shape or value.dtype != want.dtype:
         return None
     return int(np.count_nonzero(value != want))
