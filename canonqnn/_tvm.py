@@ -549,6 +549,58 @@ def from_onnx(model: Any) -> Any:
     return _from_onnx(model, keep_params_in_input=False, sanitize_input_names=False)
 
 
+def onnx_converter(op_type: str, opset: int) -> Callable[[Any, list, dict], Any] | None:
+    """TVM's own ONNX converter of ``op_type`` as ``fn(bb, inputs, attrs) -> expr``, or None
+    when TVM's importer has none. ``attrs`` come from ``onnx_attributes``."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    converter = onnx_frontend._get_convert_map().get(op_type)
+    if converter is None:
+        return None
+    impl = converter.get_converter(opset)
+    return lambda bb, inputs, attrs: impl(bb, inputs, attrs, [{}, {}])
+
+
+def onnx_attributes(node: Any) -> dict[str, Any]:
+    """A node's attributes as TVM's ONNX converters expect them."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    attrs = onnx_frontend.ONNXGraphImporter._parse_attr(None, node.attribute)
+    attrs["tvm_custom"] = {"name": node.name, "num_outputs": len(node.output)}
+    return attrs
+
+
+def onnx_input_list(items: Sequence[Any]) -> Any:
+    """The list type TVM's ONNX converters index (None past the end)."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    inputs = onnx_frontend.onnx_input()
+    for item in items:
+        inputs.append(item)
+    return inputs
+
+
+def normalize_outputs(bb: Any, expr: Any) -> list[Any]:
+    """The tensors a converter's result stands for, each bound to a variable; a shape or any
+    other non-tensor result raises TypeError."""
+    if isinstance(expr, relax.Tuple):
+        fields = list(expr.fields)
+    else:
+        expr = bb.normalize(expr)
+        if isinstance(ty(expr), relax.TupleType):
+            bound = bb.emit(expr)
+            fields = [relax.TupleGetItem(bound, i) for i in range(len(ty(expr).fields))]
+        else:
+            fields = [expr]
+    out = []
+    for field_ in fields:
+        field_ = bb.normalize(field_)
+        if not is_tensor(field_):
+            raise TypeError(f"result of type {type(ty(field_)).__name__}, not a tensor")
+        out.append(field_ if is_const(field_) else bb.emit(field_))
+    return out
+
+
 def well_formed(mod: Any) -> bool:
     return bool(relax.analysis.check_well_formed(mod))
 
@@ -651,18 +703,27 @@ def function_bindings(func: Any) -> list[tuple[Any, Any]]:
     return [(b.var, b.value) for block in func.body.blocks for b in block.bindings]
 
 
+def tuple_fields(expr: Any) -> list[Any]:
+    return list(expr.fields) if isinstance(expr, relax.Tuple) else []
+
+
 def single_call_module(call: Any) -> tuple[Any, list[tuple[str, Any]]]:
-    """A module whose ``main`` computes ``call`` alone: each variable argument becomes a
-    parameter. Returns the module and ``(parameter name, original variable)`` pairs."""
-    params, names, args = [], [], []
-    for k, arg in enumerate(call.args):
+    """A module whose ``main`` computes ``call`` alone: each variable argument (or variable
+    field of a tuple argument, as concat takes) becomes a parameter. Returns the module and
+    ``(parameter name, original variable)`` pairs."""
+    params, names = [], []
+
+    def parameter(arg: Any, name: str) -> Any:
         if isinstance(arg, relax.Var):
-            param = relax.Var(f"arg{k}", arg.ty)
+            param = relax.Var(name, arg.ty)
             params.append(param)
-            names.append((f"arg{k}", arg))
-            args.append(param)
-        else:
-            args.append(arg)
+            names.append((name, arg))
+            return param
+        if isinstance(arg, relax.Tuple):
+            return relax.Tuple([parameter(f, f"{name}_{i}") for i, f in enumerate(arg.fields)])
+        return arg
+
+    args = [parameter(arg, f"arg{k}") for k, arg in enumerate(call.args)]
     bb = relax.BlockBuilder()
     with bb.function("main", params):
         with bb.dataflow():

@@ -492,6 +492,7 @@ def quantize(
     seed: int = 0,
     n_calib: int = 16,
     extra_options: dict | None = None,
+    nodes_to_exclude: list[str] | None = None,
 ) -> onnx.ModelProto:
     """Statically quantize ``model`` with onnxruntime's quantizer and return the result.
 
@@ -511,6 +512,8 @@ def quantize(
         Passed through to ``quantize_static`` (default: none, i.e. all ORT
         defaults: ActivationSymmetric=False, WeightSymmetric=True,
         QDQKeepRemovableActivations=False, ...).
+    nodes_to_exclude :
+        Node names left in float (a detector's box-decoding head, as users exclude it).
 
     Weights are always ``QuantType.QInt8``: ORT refuses S8 activations with
     U8 weights (``check_static_quant_arguments``), S8 symmetric weights
@@ -558,6 +561,7 @@ def quantize(
             activation_type=acts[activation],
             weight_type=QuantType.QInt8,
             extra_options=dict(extra_options or {}),
+            nodes_to_exclude=list(nodes_to_exclude or []),
         )
         q = onnx.load(out_path)
     q.ir_version = IR_VERSION

@@ -161,7 +161,13 @@ def tvm_island(build_one: Callable[[Any], Any]) -> Island:
     def run(var: Any, call: Any, args: list) -> np.ndarray:
         if var not in runners:
             runners[var] = build_alone(call, build_one)
-        return runners[var](dict(zip(call.args, args)).__getitem__)
+        values = {}
+        for arg, value in zip(call.args, args):
+            if isinstance(value, tuple):  # a tuple argument: its fields are the parameters
+                values.update(zip(_tvm.tuple_fields(arg), value))
+            else:
+                values[arg] = value
+        return runners[var](values.__getitem__)
 
     return run
 

@@ -20,7 +20,7 @@ from canonqnn import _tvm, qdq
 from canonqnn.errors import CanonqnnError, InvalidModelError
 from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
 
-from . import ops  # noqa: F401  (registers the converters)
+from . import _generic, ops  # noqa: F401  (ops registers the converters)
 from .ops.quant import dequantize_value, quantize_value
 from ._context import (
     CONVERTERS,
@@ -90,8 +90,11 @@ def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
         if node.domain not in DOMAINS:
             problems.append((name, f"{node.domain}.{node.op_type}",
                              f"domain {node.domain!r} is not supported"))
-        elif node.op_type not in CONVERTERS:
-            problems.append((name, node.op_type, "operator is not supported by canonqnn"))
+        elif node.op_type not in CONVERTERS and (
+                node.domain not in ("", "ai.onnx") or
+                not _generic.has_float_converter(node.op_type, opset or 0)):
+            problems.append((name, node.op_type,
+                             "operator is not supported by canonqnn or TVM's ONNX importer"))
     if problems:
         raise unsupported_error(problems)
 
@@ -209,7 +212,13 @@ def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str,
 
 
 def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Value]:
-    converter = CONVERTERS[node.op_type]
+    if _generic.foldable(node, inputs):
+        try:
+            return _generic.fold(ctx, node, inputs)
+        except Unsupported:
+            if node.op_type not in CONVERTERS:
+                raise
+    converter = CONVERTERS.get(node.op_type, _float_op)
     attrs = attributes(node)
     handling = QUANTIZED_INPUTS.get(node.op_type)
     if handling == "consumes":
@@ -224,6 +233,10 @@ def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Val
     real = dequantize_value(ctx, x, x.qparams)
     outs = converter(ctx, node, [real, *inputs[1:]], attrs)
     return [quantize_value(ctx, out, x.qparams, x.onnx_dtype) for out in outs]
+
+
+def _float_op(ctx: ImportContext, node: onnx.NodeProto, inputs: list, attrs: dict) -> list[Value]:
+    return _generic.float_op(ctx, node, inputs)
 
 
 def _outputs(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value]):

@@ -1,4 +1,5 @@
-"""Reshape, Flatten, Squeeze, Unsqueeze (all static reshapes), Transpose, Concat, Identity."""
+"""Reshape, Flatten, Squeeze, Unsqueeze (all static reshapes), Transpose, Concat, Identity,
+Shape and Size (constants: shapes are static)."""
 
 from __future__ import annotations
 
@@ -90,3 +91,20 @@ def concat_op(ctx, node, inputs, attrs):
 @onnx_op("Identity", quantized="consumes")
 def identity_op(ctx, node, inputs, attrs):
     return [inputs[0]]
+
+
+@onnx_op("Shape", quantized="consumes")
+def shape_op(ctx, node, inputs, attrs):
+    """The static shape as an int64 constant (canonqnn's shapes are static), so the shape
+    subgraph that reads it folds at import."""
+    shape = np.asarray(ctx.shape(inputs[0]), dtype=np.int64)
+    rank = len(shape)
+    start, end = attrs.get("start", 0), attrs.get("end", rank)
+    start, end = (min(max(d + rank if d < 0 else d, 0), rank) for d in (start, end))
+    return [Value(const=shape[start:end], onnx_dtype="int64")]
+
+
+@onnx_op("Size", quantized="consumes")
+def size_op(ctx, node, inputs, attrs):
+    return [Value(const=np.asarray(int(np.prod(ctx.shape(inputs[0]))), dtype=np.int64),
+                  onnx_dtype="int64")]

@@ -65,8 +65,8 @@ ORT_REFERENCE = {
 # "invalid" (not valid ONNX), "gap" (in scope per the corpus survey but not supported yet).
 REFUSED = [
     (r"dynamicquantizelinear", "out of scope", UnsupportedError,
-     r"operator is not supported by canonqnn",
-     "DynamicQuantizeLinear (and its function expansion: ReduceMin/Max, Div, Round, Cast ...)"),
+     r"operator is not supported by canonqnn or TVM.s ONNX importer|output scale must be a "
+     r"constant", "DynamicQuantizeLinear (and its function expansion: ReduceMin/Max, Div, Round, Cast ...)"),
     (r"_blocked", "out of scope", UnsupportedError,
      r"blocked quantization \(block_size=2\) is not supported",
      "blocked quantization (ai.onnx 21+ block_size)"),

@@ -1,0 +1,115 @@
+"""Whole models in the shapes public exporters write them, quantized the way users quantize them.
+
+Each builder returns a float ONNX model; ``canonqnn.models.quantize`` (onnxruntime's static
+quantizer) or ``dynamic`` (its ``quantize_dynamic``) turns it into what a user converts.
+
+- ``yolo_like``: a YOLOv8-style detector: SiLU convs, then the float box-decoding head
+  ultralytics exports (Shape -> Gather -> Concat -> Reshape, Split, Slice, Exp, Div, Sigmoid,
+  Concat), which users leave out of quantization (``YOLO_HEAD`` nodes).
+- ``torch_transformer_like``: a transformer encoder layer as ``torch.onnx.export`` writes it:
+  the head reshape computed from ``Shape``, attention scaled by ``Div`` of ``sqrt(d)``, GELU
+  written ``x * 0.5 * (1 + Erf(x / sqrt 2))``, layer norm as the opset-17 operator.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from canonqnn import models
+from canonqnn.models import _GraphBuilder
+
+YOLO_CLASSES = 3
+YOLO_GRID = 8  # 32x32 input, two stride-2 convs
+YOLO_HEAD = "head_"  # prefix of the float head's node names
+DETECTIONS = "detections"
+
+
+def yolo_like(seed: int = 0) -> onnx.ModelProto:
+    g = _GraphBuilder(seed)
+    nc, cells = YOLO_CLASSES, YOLO_GRID * YOLO_GRID
+
+    def silu(x: str) -> str:
+        return g.node("Mul", [x, g.sigmoid(x)])
+
+    def const(name: str, value) -> str:
+        return g.const(name, np.asarray(value))
+
+    def head(op: str, inputs: list[str], **attrs) -> str:
+        return g.node(op, inputs, prefix=f"{YOLO_HEAD}{op.lower()}", **attrs)
+
+    x = silu(g.conv(models.INPUT_NAME, 3, 8, 3, stride=2))
+    x = silu(g.conv(x, 8, 16, 3, stride=2))
+    y = g.conv(x, 16, 4 + nc, 1)                                          # [1, 4+nc, 8, 8]
+    batch = head("Gather", [head("Shape", [y]), const("i0", np.array([0], np.int64))], axis=0)
+    target = head("Concat", [batch, const("dims", np.array([4 + nc, -1], np.int64))], axis=0)
+    flat = head("Reshape", [y, target])                                   # [1, 4+nc, 64]
+    g.nodes.append(helper.make_node("Split", [flat, const("split", np.array([4, nc], np.int64))],
+                                    ["box", "cls"], name=f"{YOLO_HEAD}split", axis=1))
+
+    def rows(lo: int, hi: int) -> str:
+        return head("Slice", ["box", *(const("s", np.array([v], np.int64)) for v in (lo, hi, 1))])
+
+    grid = np.stack(np.meshgrid(np.arange(YOLO_GRID), np.arange(YOLO_GRID)), 0)
+    centre = head("Add", [rows(0, 2), const("anchors",
+                                            grid.reshape(1, 2, cells).astype(np.float32) + 0.5)])
+    half = head("Div", [head("Exp", [rows(2, 4)]), const("two", np.float32(2.0))])
+    corners = head("Concat", [head("Sub", [centre, half]), head("Add", [centre, half])], axis=1)
+    boxes = head("Mul", [corners, const("stride", np.float32(4.0))])
+    out = g.node("Concat", [boxes, head("Sigmoid", ["cls"])], prefix=f"{YOLO_HEAD}concat",
+                 axis=1, output=DETECTIONS)
+    return g.model("yolo_like", out, [1, 4 + nc, cells], opset=17)
+
+
+def yolo_head_nodes(model: onnx.ModelProto) -> list[str]:
+    return [n.name for n in model.graph.node if n.name.startswith(YOLO_HEAD)]
+
+
+def torch_transformer_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx.ModelProto:
+    seq, width = models.SEQ_SHAPE[1:]
+    head_width = width // heads
+    g = _GraphBuilder(seed)
+
+    def scalar(name: str, value: float) -> str:
+        return g.const(name, np.array(value, dtype=np.float32))
+
+    def shape_of(x: str, dims: list[int | str]) -> str:
+        """``Reshape`` target computed as torch exports it: batch and sequence read by
+        Shape -> Gather, the rest constants, joined by Concat."""
+        shape = g.node("Shape", [x])
+        parts = []
+        for d in dims:
+            if isinstance(d, str):  # "b" / "s": an axis of x
+                index = g.name("axis")  # a 0-d index (g.const makes arrays at least 1-D)
+                g.inits.append(numpy_helper.from_array(np.array(0 if d == "b" else 1,
+                                                                np.int64), index))
+                parts.append(g.node("Unsqueeze", [g.node("Gather", [shape, index], axis=0),
+                                                  g.const("zero", np.array([0], np.int64))]))
+            else:
+                parts.append(g.const("dim", np.array([d], np.int64)))
+        return g.node("Concat", parts, axis=0)
+
+    def gelu(x: str) -> str:
+        erf = g.node("Erf", [g.node("Div", [x, scalar("sqrt2", np.sqrt(2.0))])])
+        return g.node("Mul", [g.node("Mul", [x, g.node("Add", [erf, scalar("one", 1.0)])]),
+                              scalar("half", 0.5)])
+
+    x = g.layer_norm(models.INPUT_NAME, width)
+    q, k, v = (g.linear(x, width, width) for _ in range(3))
+
+    def split_heads(t: str, perm: list[int]) -> str:
+        t = g.node("Reshape", [t, shape_of(t, ["b", "s", heads, head_width])])
+        return g.node("Transpose", [t], perm=perm)
+
+    q, k, v = split_heads(q, [0, 2, 1, 3]), split_heads(k, [0, 2, 3, 1]), \
+        split_heads(v, [0, 2, 1, 3])
+    scores = g.node("Div", [g.node("MatMul", [q, k]), scalar("sqrt_d", np.sqrt(head_width))])
+    attn = g.node("MatMul", [g.node("Softmax", [scores], axis=-1), v])
+    attn = g.node("Transpose", [attn], perm=[0, 2, 1, 3])
+    attn = g.node("Reshape", [attn, shape_of(attn, ["b", "s", width])])
+    h = g.node("Add", [g.linear(attn, width, width, gain=0.5), models.INPUT_NAME])
+    y = g.linear(gelu(g.linear(g.layer_norm(h, width), width, ffn)), ffn, width, gain=0.5)
+    out = g.node("Add", [h, y], output="hidden")
+    shape = (1, seq, width)
+    return g.model("torch_transformer_like", out, list(shape), in_shape=shape, opset=17)
