@@ -103,6 +103,10 @@ def fold_extremum(ctx: Context, call: Any):
     if len(tensors) == 1:
         (x, qp), = tensors
         return _finish(ctx, x, qp, out.qparams, bounds)
+    if ctx.rounding != "rne_f32" and not all(qp.same_as(out.qparams) for _, qp in tensors):
+        return Decline(f"operands with other parameters than the output's under "
+                       f"{ctx.rounding} (TFLite compares stored values; only rne_f32 "
+                       "requantizes operands)", y)
     (acc, acc_qp), rest = tensors[0], tensors[1:]
     for i, (x, qp) in enumerate(rest):
         last = i == len(rest) - 1

@@ -81,8 +81,11 @@ def _extremum(name: str, np_fn, topi_fn) -> CanonicalOp:
         infer=lambda call: _broadcast_type(call, *call.args),
         legalize=legalize,
         reference=reference,
-        constraints="a, b int8 per tensor, numpy broadcasting; positive scales",
+        constraints="a, b int8 per tensor, numpy broadcasting; positive scales; under "
+                    "q31_double (TFLite, whose kernels compare stored values) a and b share "
+                    "the output's parameters, so nothing is rounded",
         family=FAMILY,
+        roundings=("rne_f32", "q31_double"),
     ))
 
 
@@ -99,6 +102,9 @@ def _operand_attrs(a_qp: QParams, b_qp: QParams, out_qp: QParams, act, rounding)
 def extremum(op: CanonicalOp, a: Any, b: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
              act: tuple[int, int] = (INT8_MIN, INT8_MAX), rounding: str = "rne_f32") -> Any:
     """``MAXIMUM`` or ``MINIMUM`` of ``a`` and ``b``."""
+    if rounding != "rne_f32" and not (a_qp.same_as(out_qp) and b_qp.same_as(out_qp)):
+        raise ValueError(f"{op.name} under {rounding}: operands must share the output's "
+                         "parameters (only rne_f32 requantizes them)")
     return op.call([a, b], _operand_attrs(a_qp, b_qp, out_qp, act, rounding))
 
 

@@ -25,6 +25,13 @@ OPTIONS = {
     "HARD_SWISH": "HardSwishOptions", "QUANTIZE": "QuantizeOptions",
     "DEQUANTIZE": "DequantizeOptions", "BATCH_MATMUL": "BatchMatMulOptions",
     "STRIDED_SLICE": "StridedSliceOptions", "GATHER": "GatherOptions", "SPLIT": "SplitOptions",
+    "SHAPE": "ShapeOptions", "PACK": "PackOptions", "UNPACK": "UnpackOptions",
+    "REDUCE_PROD": "ReducerOptions", "REDUCE_MAX": "ReducerOptions",
+    "REDUCE_MIN": "ReducerOptions", "SUM": "ReducerOptions", "CAST": "CastOptions",
+    "EXPAND_DIMS": "ExpandDimsOptions", "RANGE": "RangeOptions", "FILL": "FillOptions",
+    "FLOOR_DIV": "FloorDivOptions", "MAXIMUM": "MaximumMinimumOptions",
+    "MINIMUM": "MaximumMinimumOptions", "ARG_MAX": "ArgMaxOptions", "TILE": "TileOptions",
+    "GATHER_ND": "GatherNdOptions",
     "LOGISTIC": None, "TANH": None, "RELU": None, "RELU6": None, "RELU_N1_TO_1": None,
 }
 

@@ -18,7 +18,7 @@ from canonqnn import _tvm, qdq
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
 
-from . import ops  # noqa: F401  (registers the converters)
+from . import _fold, ops  # noqa: F401  (ops registers the converters)
 from ._context import CONVERTERS, ImportContext, Unsupported, Value, tensor_qparams
 from .reader import Model, read_model
 
@@ -32,7 +32,8 @@ def _error(problems) -> UnsupportedError:
 
 def _prescan(model: Model) -> None:
     problems = [(f"#{op.index}", op.kind, "operator is not supported by canonqnn")
-                for op in model.operators if op.kind not in CONVERTERS]
+                for op in model.operators
+                if op.kind not in CONVERTERS and op.kind not in _fold.FOLDERS and op.kind != "SHAPE"]
     if problems:
         raise _error(problems)
 
@@ -99,7 +100,7 @@ def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value]) -
                     raise InvalidModelError(f"input tensor {m.tensors[index].name!r} is not "
                                             "produced before this operator")
                 inputs.append(values[index] if index >= 0 else None)
-            outs = CONVERTERS[op.kind](ctx, op, inputs, [m.tensors[i] for i in op.outputs])
+            outs = _convert(ctx, op, inputs, [m.tensors[i] for i in op.outputs])
         except Unsupported as exc:
             raise _error([(op.label, op.kind, str(exc))]) from None
         except CanonqnnError as exc:
@@ -110,6 +111,19 @@ def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value]) -
         for index, value in zip(op.outputs, outs):
             values[index] = value
     ctx.op = None
+
+
+def _convert(ctx: ImportContext, op, inputs: list, outputs: list) -> list[Value]:
+    if _fold.foldable(op, inputs):
+        try:
+            return _fold.fold(op, inputs, outputs)
+        except Unsupported:
+            if op.kind not in CONVERTERS:
+                raise
+    if op.kind not in CONVERTERS:
+        raise Unsupported("only folded here, where every input is a constant shape or index "
+                          "(this one is computed at run time)")
+    return CONVERTERS[op.kind](ctx, op, inputs, outputs)
 
 
 def _outputs(ctx: ImportContext, m: Model, values: dict[int, Value]):

@@ -1,3 +1,3 @@
 """TFLite operator converters; importing this package registers them."""
 
-from . import activation, elementwise, nn, pool, quant, shape  # noqa: F401
+from . import activation, elementwise, indexing, nn, pool, quant, select, shape  # noqa: F401

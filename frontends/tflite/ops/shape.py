@@ -14,6 +14,7 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from .._fold import slice_ranges
 from .._context import TO_NCHW, TO_NHWC, Unsupported, constant, tensor_qparams, tflite_op
 from .activation import fused_activation
 from .elementwise import same_layout
@@ -86,27 +87,14 @@ def _slice(ctx, x, axes, begin, end, strides, out):
 def strided_slice_op(ctx, op, inputs, outputs):
     x = inputs[0]
     o = op.options
-    if o.EllipsisMask() or o.NewAxisMask():
-        raise Unsupported("ellipsis and new-axis masks are not supported")
     begin, end, strides = (constant(v, what).reshape(-1).astype(np.int64) for v, what in
                            zip(inputs[1:4], ("begin", "end", "strides")))
-    shrink = o.ShrinkAxisMask()
-    if shrink:
+    if o.ShrinkAxisMask():
         x = ctx.as_nhwc(x)
+    ranges, shrink = slice_ranges(o, x.shape, begin, end, strides)
     axes, b_out, e_out, s_out = [], [], [], []
     sliced_shape = list(x.shape)
-    for i, dim in enumerate(x.shape[:len(begin)]):
-        step = int(strides[i])
-        if step == 0:
-            raise Unsupported("stride 0")
-        b = None if o.BeginMask() >> i & 1 else int(begin[i])
-        e = None if o.EndMask() >> i & 1 else int(end[i])
-        if o.Offset() and b is not None and e is not None:
-            e = b + e
-        if shrink >> i & 1:
-            b = int(begin[i]) % dim
-            e, step = b + 1, 1
-        start, stop, step = slice(b, e, step).indices(dim)
+    for i, ((start, stop, step), dim) in enumerate(zip(ranges, x.shape)):
         if len(range(start, stop, step)) == 0:
             raise Unsupported(f"slice selects no elements along axis {i}")
         sliced_shape[i] = len(range(start, stop, step))

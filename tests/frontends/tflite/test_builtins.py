@@ -191,6 +191,59 @@ def quantize_edges_case():
     return g.finish([x], [out])
 
 
+def ints(values):
+    return T((len(values),), "int32", data=np.array(values, np.int32))
+
+
+def extremum_case(kind, b_shape, out=(0.05, 3)):
+    """The interpreter compares stored integers: an output of other parameters gets them."""
+    return single_op(kind, [q((1, 4, 4, 6), 0.05, 3), q(b_shape, 0.05, 3)],
+                     [q((1, 4, 4, 6), *out)])
+
+
+def pack_case():
+    return single_op("PACK", [q((2, 5), 0.05, 3), q((2, 5), 0.05, 3)], [q((2, 2, 5), 0.05, 3)],
+                     valuesCount=2, axis=1)
+
+
+def unpack_case():
+    return single_op("UNPACK", [q((3, 4, 2), 0.05, 3)], [q((3, 2), 0.05, 3)] * 4, num=4, axis=1)
+
+
+def gather_nd_case():
+    indices = T((3, 2), "int32", data=np.array([[1, 0], [0, 3], [1, 2]], np.int32))
+    return single_op("GATHER_ND", [q((2, 4, 5), 0.05, 3), indices], [q((3, 5), 0.05, 3)])
+
+
+def argmax_case(dtype):
+    return single_op("ARG_MAX", [q((2, 7, 5), 0.05, 3), ints([1])],
+                     [T((2, 5), dtype)], outputType={"int32": 2, "int64": 4}[dtype])
+
+
+def shape_subgraph_case():
+    """``SHAPE -> STRIDED_SLICE -> PACK -> RESHAPE`` and ``REDUCE_PROD``, as today's converter
+    writes a flatten: the target [batch, prod(rest)] computed from the input's shape."""
+    g = GraphWriter()
+    x = g.tensor("x", (1, 3, 4, 5), "int8", scale=0.05, zero_point=3)
+    shape = g.tensor("shape", (4,), "int32")
+    batch = g.tensor("batch", (), "int32")
+    rest = g.tensor("rest", (3,), "int32")
+    count = g.tensor("count", (), "int32")
+    target = g.tensor("target", (2,), "int32")
+    y = g.tensor("y", (1, 60), "int8", scale=0.05, zero_point=3)
+    const = {n: g.tensor(n, (1,), "int32", data=np.array([v], np.int32))
+             for n, v in (("zero", 0), ("one", 1), ("four", 4))}
+    g.op("SHAPE", [x], [shape], outType=2)
+    g.op("STRIDED_SLICE", [shape, const["zero"], const["one"], const["one"]], [batch],
+         beginMask=0, endMask=0, shrinkAxisMask=1)
+    g.op("STRIDED_SLICE", [shape, const["one"], const["four"], const["one"]], [rest],
+         beginMask=0, endMask=0, shrinkAxisMask=0)
+    g.op("REDUCE_PROD", [rest, const["zero"]], [count], keepDims=False)
+    g.op("PACK", [batch, count], [target], valuesCount=2, axis=0)
+    g.op("RESHAPE", [x, target], [y])
+    return g.finish([x], [y])
+
+
 CASES = {
     "conv2d_per_channel_same_stride2_relu6": lambda: conv_case(),
     "conv2d_valid_u8": lambda: conv_case("uint8", act="RELU", stride=1, padding="VALID"),
@@ -243,6 +296,23 @@ CASES = {
     "relu6_requantized": lambda: unary_case("RELU6", (0.03, -128)),
     "quantize_requantizes": lambda: unary_case("QUANTIZE", (0.09, 11)),
     "quantize_dequantize_at_the_edges": quantize_edges_case,
+    "maximum": lambda: extremum_case("MAXIMUM", (1, 4, 4, 6)),
+    "minimum_broadcast": lambda: extremum_case("MINIMUM", (6,)),
+    "maximum_stored_values_other_output_scale": lambda: extremum_case(
+        "MAXIMUM", (1, 4, 4, 6), out=(0.09, 2)),
+    "reduce_max": lambda: single_op("REDUCE_MAX", [q((2, 6, 5), 0.05, 3), ints([1])],
+                                    [q((2, 5), 0.05, 3)], keepDims=False),
+    "reduce_max_keepdims_u8": lambda: single_op(
+        "REDUCE_MAX", [q((1, 4, 4, 6), 0.05, 3, "uint8"), ints([1, 2])],
+        [q((1, 1, 1, 6), 0.05, 3, "uint8")], keepDims=True),
+    "arg_max_int32": lambda: argmax_case("int32"),
+    "arg_max_int64": lambda: argmax_case("int64"),
+    "tile": lambda: single_op("TILE", [q((2, 3), 0.05, 3), ints([2, 3])],
+                              [q((4, 9), 0.05, 3)]),
+    "pack": pack_case,
+    "unpack": unpack_case,
+    "gather_nd": gather_nd_case,
+    "shape_subgraph_reshape": shape_subgraph_case,
 }
 
 
