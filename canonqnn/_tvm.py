@@ -56,6 +56,10 @@ def tensor_type(shape: Sequence[int], dtype: str) -> Any:
     return relax.TensorType([int(d) for d in shape], dtype)
 
 
+def is_var(expr: Any) -> bool:
+    return isinstance(expr, relax.Var)
+
+
 def is_const(expr: Any) -> bool:
     return isinstance(expr, tvm.ir.expr.GenericConst)
 

@@ -46,12 +46,16 @@ def load(model: Any, **options: Any) -> Any:
     """A fake-quant module from an ONNX or TFLite model, or a saved canonqnn module
     (``.json``)."""
     if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
+        if options:
+            raise CanonqnnError(f"options {sorted(options)} apply to models, not to a saved "
+                                "canonical module: convert the model again with them")
         return load_module(model)
     if is_tflite(model):
-        if options:
-            raise CanonqnnError(f"options {sorted(options)} apply to ONNX models only (TFLite "
+        onnx_only = sorted(set(options) - {"outputs"})
+        if onnx_only:
+            raise CanonqnnError(f"options {onnx_only} apply to ONNX models only (TFLite "
                                 "models have static shapes and constant parameters)")
-        return _tflite_frontend().load(model)
+        return _tflite_frontend().load(model, **options)
     from .frontends import onnx as onnx_frontend
 
     return onnx_frontend.load(model, **options)
@@ -227,7 +231,29 @@ class SourceRuntime:
     run: Any
 
 
+def expose_onnx_tensors(model: Any, names: list[str]) -> tuple[Any, list[str]]:
+    """The model (IR 10) with the tensors ``names`` as graph outputs, and those of them it has:
+    onnxruntime returns graph outputs only."""
+    import onnx
+
+    from .frontends.onnx import read_model
+
+    proto = onnx.ModelProto()
+    proto.CopyFrom(_ir10(read_model(model)[0]))
+    inferred = onnx.shape_inference.infer_shapes(proto)
+    typed = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output,
+                                 *inferred.graph.input)}
+    outputs = {o.name for o in proto.graph.output}
+    wanted = [n for n in dict.fromkeys(names) if n in typed]
+    proto.graph.output.extend(typed[n] for n in wanted if n not in outputs)
+    return proto, wanted
+
+
 def onnx_runtime(model: Any, io: ModelIO, threads: int | None = None) -> SourceRuntime:
+    names = [o.name for o in io.outputs]
+    model, found = expose_onnx_tensors(model, names)  # a cut module's outputs are inner tensors
+    if found != names:
+        raise ParityError(f"onnxruntime cannot return {sorted(set(names) - set(found))}")
     session, description = ort_session(model, threads)
     names = [o.name for o in io.outputs]
     return SourceRuntime(description, lambda feed: session.run(names, feed))
@@ -249,12 +275,17 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
     if isinstance(model, (str, os.PathLike)):
         with open(model, "rb") as f:
             model = f.read()
+    # A cut module's outputs are inner tensors, which the interpreter keeps only on request.
+    from .frontends.tflite.reader import read_model
+
+    m = read_model(model)
+    inner = {o.name for o in io.outputs} - {m.tensors[i].name for i in m.outputs}
     runtimes = []
     for k, (resolver, what) in enumerate(TFLITE_RESOLVERS):
         description = f"TFLite interpreter (ai-edge-litert), {what} (OpResolverType.{resolver})"
         try:
             interp = litert.Interpreter(
-                model_content=bytes(model),
+                model_content=bytes(model), experimental_preserve_all_tensors=bool(inner),
                 experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
             interp.allocate_tensors()
         except (RuntimeError, ValueError) as exc:
@@ -269,9 +300,13 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
 
 def _interpreter_runner(interp: Any, io: ModelIO):
     inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
-    outputs = {d["name"]: d["index"] for d in interp.get_output_details()}
+    outputs = {d["name"]: d["index"] for d in interp.get_tensor_details()}
+    outputs.update({d["name"]: d["index"] for d in interp.get_output_details()})
 
     def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        # Stateful operators (LSTM, SVDF) carry their variable tensors from one invoke to the
+        # next; a converted module is one run from the initial state, so every run starts there
+        interp.reset_all_variables()
         for name, value in feed.items():
             interp.set_tensor(inputs[name], np.ascontiguousarray(value))
         interp.invoke()
@@ -282,7 +317,8 @@ def _interpreter_runner(interp: Any, io: ModelIO):
 
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
            *, runs: int = 3, seed: int = 0, target: Any = None,
-           input_shapes: dict[str, Any] | None = None, numerics: Any = None) -> ParityResult:
+           input_shapes: dict[str, Any] | None = None, numerics: Any = None,
+           outputs: list[str] | None = None) -> ParityResult:
     """Run the source runtime and the canonical TVM build on the same inputs and compare.
 
     The source runtime is onnxruntime for ONNX models and the TFLite interpreter's reference
@@ -291,12 +327,14 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     random inputs.
     ``numerics``: the profile to convert for (default: the source runtime's on this host,
     probed); the result names it and, where it is not the runtime's, how the two differ.
+    ``outputs``: compare these tensors of the model (it is cut there, ``load``) instead of its
+    outputs.
     """
     from .numerics import probe
     from .rewrites import canonicalize
 
-    mod, report = canonicalize(load(model, **({"input_shapes": input_shapes} if input_shapes
-                                              else {})), numerics=numerics)
+    options = {k: v for k, v in (("input_shapes", input_shapes), ("outputs", outputs)) if v}
+    mod, report = canonicalize(load(model, **options), numerics=numerics)
     io = module_io(mod)
     if io is None:
         raise CanonqnnError("module has no recorded interface")

@@ -57,12 +57,23 @@ def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
     return shapes
 
 
-def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | None = None):
+def _load_options(shapes: Sequence[str] | None, outputs: str | None) -> dict:
+    options = {"input_shapes": _parse_shapes(shapes)} if shapes else {}
+    if outputs is not None:
+        names = [n for n in outputs.split(",") if n]
+        if not names:
+            raise CanonqnnError(f"--outputs {outputs!r}: expected NAME[,NAME...]")
+        options["outputs"] = names
+    return options
+
+
+def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | None = None,
+               outputs: str | None = None):
     from . import numerics
     from .api import load
     from .rewrites import canonicalize
 
-    mod = load(model, **({"input_shapes": _parse_shapes(shapes)} if shapes else {}))
+    mod = load(model, **_load_options(shapes, outputs))
     if model.endswith(".json"):
         from .rewrites import Report
 
@@ -79,7 +90,7 @@ def cmd_convert(args) -> int:
     from . import _tvm
     from .api import save_module
 
-    mod, report = _canonical(args.model, args.shape, args.numerics)
+    mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
     out = args.output or os.path.splitext(args.model)[0] + ".canonqnn.json"
     save_module(mod, out)
     if args.script:
@@ -95,7 +106,7 @@ def cmd_build(args) -> int:
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
-    mod, report = _canonical(args.model, args.shape, args.numerics)
+    mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
     out = args.output or os.path.splitext(args.model)[0] + ".so"
     tuning_dir = args.tuning_dir
     if args.tune and tuning_dir is None:
@@ -139,7 +150,7 @@ def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if args.library.endswith(".so"):
         raise CanonqnnError("--reference runs a model or a canonical module (.json), not a "
                             "built library")
-    mod, _ = _canonical(args.library, args.shape, args.numerics)
+    mod, _ = _canonical(args.library, args.shape, args.numerics, args.outputs)
     islands: list[str] = []
     run_on_tvm = reference.tvm_island(lambda one: build(one, args.target))
 
@@ -159,12 +170,11 @@ def cmd_inspect(args) -> int:
     if args.built:
         from .api import inspect_built
 
-        shapes = _parse_shapes(args.shape)
         kernels = inspect_built(args.model, args.target,
-                                **({"input_shapes": shapes} if shapes else {}))
+                                **_load_options(args.shape, args.outputs))
         print(json.dumps(kernels.to_json(), indent=2) if args.json else kernels.summary())
         return 0
-    mod, report = _canonical(args.model, args.shape, args.numerics)
+    mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
     if args.json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -177,8 +187,9 @@ def cmd_parity(args) -> int:
     from .api import parity
 
     feeds = _parse_inputs(args.input)
+    options = _load_options(args.shape, args.outputs)
     result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target,
-                    input_shapes=_parse_shapes(args.shape), numerics=args.numerics)
+                    numerics=args.numerics, **options)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -211,7 +222,7 @@ def cmd_patterns(args) -> int:
         for spec in patterns.specs():
             print(f"{patterns.PREFIX}.{spec.name}  matches {' -> '.join(spec.ops)}")
         return 0
-    mod, _ = _canonical(args.model, args.shape, args.numerics)
+    mod, _ = _canonical(args.model, args.shape, args.numerics, args.outputs)
     found = patterns.matches(patterns.partition(mod, merge=False))
     if args.json:
         print(json.dumps([{"pattern": name, "op": p.op, "summary": p.summary()}
@@ -234,6 +245,10 @@ def parser() -> argparse.ArgumentParser:
     model_options = argparse.ArgumentParser(add_help=False)
     model_options.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
                                help="static shape for a dynamic model input")
+    model_options.add_argument("--outputs", metavar="NAME[,NAME...]",
+                               help="convert up to these tensors of the model, which become the "
+                                    "module's outputs (e.g. before post-processing canonqnn "
+                                    "cannot import)")
     model_options.add_argument("--numerics", metavar="PROFILE", choices=sorted(PROFILES),
                                help="numerics profile the canonical ops reproduce (default: "
                                     "the source runtime's on this host, probed): "

@@ -94,20 +94,10 @@ def _runtime_difference(want: np.ndarray, value: Any) -> int | None:
 def onnx_tensors(model: Any, threads: int | None = None):
     """A ``runtime_tensors`` function for an ONNX model: onnxruntime (as parity runs it, on
     ``threads`` intra-op threads) with the named tensors exposed as extra graph outputs."""
-    import onnx
-
-    from .api import _ir10, ort_session
-    from .frontends.onnx import read_model
+    from .api import expose_onnx_tensors, ort_session
 
     def run(names: list[str], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        proto = onnx.ModelProto()
-        proto.CopyFrom(_ir10(read_model(model)[0]))
-        inferred = onnx.shape_inference.infer_shapes(proto)
-        typed = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output,
-                                     *inferred.graph.input)}
-        outputs = {o.name for o in proto.graph.output}
-        wanted = [n for n in dict.fromkeys(names) if n in typed]
-        proto.graph.output.extend(typed[n] for n in wanted if n not in outputs)
+        proto, wanted = expose_onnx_tensors(model, names)
         session, _ = ort_session(proto, threads)
         return dict(zip(wanted, session.run(wanted, feed)))
 

@@ -20,14 +20,26 @@ class UnsupportedError(CanonqnnError):
     ``problems`` lists every unsupported ``(node, op, reason)`` found, not just the first.
     """
 
-    def __init__(self, problems: list[tuple[str, str, str]], source: str = "") -> None:
+    def __init__(self, problems: list[tuple[str, str, str]], source: str = "",
+                 hint: str = "") -> None:
         self.problems = list(problems)
         head = f"{source}: " if source else ""
         lines = [f"node {node!r} (op {op}): {reason}" for node, op, reason in self.problems]
         if len(lines) == 1:
-            super().__init__(head + lines[0])
+            message = head + lines[0]
         else:
-            super().__init__(f"{head}{len(lines)} unsupported nodes:\n  " + "\n  ".join(lines))
+            message = f"{head}{len(lines)} unsupported nodes:\n  " + "\n  ".join(lines)
+        super().__init__(message + (f"\n{hint}" if hint else ""))
+
+
+def cut_hint(tensors: list[str]) -> str:
+    """How to import a model up to unsupported nodes (post-processing at its end) reading
+    ``tensors``."""
+    if not tensors:
+        return ""
+    names = ",".join(dict.fromkeys(tensors))
+    return (f"to convert the model up to them, cut it where they start: --outputs {names} "
+            "(load(model, outputs=[...]))")
 
 
 class InvalidQuantizationError(CanonqnnError):

@@ -74,7 +74,8 @@ def interface(mod: Any) -> ModelIO:
 
 
 def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
-    """Seeded inputs of the right dtype and shape: N(0, 1) floats, full-range integers."""
+    """Seeded inputs of the right dtype and shape: N(0, 1) floats, integers over the 8-bit
+    range (int16 activations: the whole int16 range)."""
     rng = np.random.default_rng(seed)
     out = {}
     for info in io.inputs:
@@ -83,5 +84,7 @@ def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
         else:
             limits = np.iinfo(info.dtype)
             lo, hi = max(limits.min, -128), min(limits.max, 255)
+            if info.dtype == "int16":
+                lo, hi = limits.min, limits.max
             out[info.name] = rng.integers(lo, hi + 1, info.shape).astype(info.dtype)
     return out

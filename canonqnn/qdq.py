@@ -9,7 +9,9 @@ Conventions fixed here, for every frontend and rule:
 Facts about a quantized tensor that its int8 form cannot show ride on the quantize and
 dequantize calls themselves, written and read here only: ``source_dtype`` ("uint8" when the int8
 tensor holds the source's uint8 data - 128: onnxruntime's uint8 kernels compute otherwise than
-its int8 ones) and, on a quantize, ``source_op`` (the source operator producing the tensor:
+its int8 ones; "int64" on an int32 bias that the source stores as int64, as TFLite's 16x8
+layers do: their accumulator is then int64, and Relax's dequantize takes no int64) and, on a
+quantize, ``source_op`` (the source operator producing the tensor:
 TFLite's FULLY_CONNECTED rounds otherwise than its BATCH_MATMUL, both a matmul here) and
 ``source_tensor`` (the name of the source model's tensor it computes, which parity reads back
 from the source runtime to find the first diverging layer). Relax's
@@ -28,7 +30,7 @@ import numpy as np
 
 from . import _tvm
 from .errors import InvalidQuantizationError
-from .qparams import QParams, check_scale
+from .qparams import SIGNED, QParams, check_scale
 
 QUANTIZE = "relax.quantize"
 DEQUANTIZE = "relax.dequantize"
@@ -36,8 +38,9 @@ FACTS = "canonqnn.facts:"  # the span note's prefix
 
 
 def _qparam_consts(qp: QParams) -> tuple[Any, Any]:
-    if qp.dtype not in ("int8", "int32"):
-        raise InvalidQuantizationError(f"{qp.dtype} tensors must be normalized to int8 first")
+    if qp.dtype not in ("int8", "int16", "int32"):
+        raise InvalidQuantizationError(f"{qp.dtype} tensors must be normalized to "
+                                       f"{SIGNED.get(qp.dtype, ('int8',))[0]} first")
     scale = _tvm.const(check_scale(qp.scale, "quantization"), "float32")
     zp = _tvm.const(qp.zero_point.astype(qp.dtype), qp.dtype)
     return scale, zp
@@ -69,12 +72,14 @@ def quantize(x: Any, qp: QParams, *, source_dtype: str = "int8", source_op: str 
     return _with_facts(call, source_dtype, source_op, source_tensor)
 
 
-SOURCE_DTYPES = ("int8", "uint8")
+SOURCE_DTYPES = ("int8", "uint8", "uint16", "int64")
 
 
 def source_dtype(dtype: str) -> str:
-    """The ``source_dtype`` fact of a tensor the source model stores as ``dtype``."""
-    return "uint8" if dtype == "uint8" else "int8"
+    """The ``source_dtype`` fact of a tensor the source model stores as ``dtype`` (only a type
+    held as another is a fact: unsigned ones shifted, an int64 bias as int32; a signed one is
+    the tensor's own type)."""
+    return dtype if dtype in ("uint8", "uint16", "int64") else "int8"
 
 
 def _with_facts(call: Any, source_dtype: str, source_op: str | None = None,
@@ -152,14 +157,89 @@ def read_quantize(call: Any) -> QdqCall | None:
     return _read(call, QUANTIZE)
 
 
-# ---------------------------------------------------------------- uint8 boundary
+# ---------------------------------------------------------------- unsigned boundary
+def to_signed(x: Any, dtype: str = "uint8") -> Any:
+    """Exact shift of unsigned ``dtype`` data entering a module to its signed type
+    (``qparams.SIGNED``: uint8 q - 128, uint16 q - 32768)."""
+    signed, shift = SIGNED[dtype]
+    return _tvm.astype(_tvm.subtract(_tvm.astype(x, "int32"), _tvm.const(np.int32(shift))),
+                       signed)
+
+
+def to_unsigned(x: Any, dtype: str = "uint8") -> Any:
+    """The inverse of ``to_signed``, for tensors leaving a module as ``dtype``."""
+    _, shift = SIGNED[dtype]
+    return _tvm.astype(_tvm.add(_tvm.astype(x, "int32"), _tvm.const(np.int32(shift))), dtype)
+
+
 def uint8_to_int8(x: Any) -> Any:
-    """Exact uint8 -> int8 shift (q - 128) for tensors entering a module."""
-    shifted = _tvm.subtract(_tvm.astype(x, "int32"), _tvm.const(np.int32(128)))
-    return _tvm.astype(shifted, "int8")
+    return to_signed(x, "uint8")
 
 
 def int8_to_uint8(x: Any) -> Any:
-    """Exact int8 -> uint8 shift (q + 128) for tensors leaving a module."""
-    shifted = _tvm.add(_tvm.astype(x, "int32"), _tvm.const(np.int32(128)))
-    return _tvm.astype(shifted, "uint8")
+    return to_unsigned(x, "uint8")
+
+
+# ---------------------------------------------------------------- dynamic quantization
+# DynamicQuantizeLinear's parameters are computed at run time, so its FQ form is Relax
+# arithmetic (qparams.dynamic_qparams / dynamic_quantize, op for op), written here only. Its
+# three results carry the note ``canonqnn.dynamic:<role>``; ``read_dynamic`` finds them and the
+# float tensor they quantize, for the rules that fold them into canonqnn.dynamic_* ops.
+DYNAMIC = "canonqnn.dynamic:"
+DYNAMIC_ROLES = ("q", "scale", "zero_point")
+
+
+def dynamic_quantize(emit: Any, x: Any) -> tuple[Any, Any, Any]:
+    """``(q, scale, zero point)`` of float32 ``x`` as onnxruntime's DynamicQuantizeLinear
+    computes them; ``q`` and the zero point are uint8 held as int8 (value - 128), the scale a
+    float32 scalar. ``emit`` binds each intermediate."""
+    op, f32 = _tvm.relax.op, (lambda v: _tvm.const(np.float32(v)))
+    levels = f32(255.0)
+    lo = emit(op.minimum(emit(op.min(x)), f32(0.0)))
+    hi = emit(op.maximum(emit(op.max(x)), f32(0.0)))
+    scale = emit(_note(op.where(emit(op.equal(hi, lo)), f32(1.0),
+                                emit(op.divide(emit(op.subtract(hi, lo)), levels))), "scale"))
+    zp = emit(op.round(emit(op.clip(emit(op.subtract(f32(0.0), emit(op.divide(lo, scale)))),
+                                     0.0, 255.0))))
+    lowest = emit(op.negative(zp))
+    quotient = emit(op.divide(x, scale))
+    quotient = emit(op.where(emit(op.isnan(quotient)), lowest, quotient))
+    clamped = emit(op.maximum(emit(op.minimum(quotient, emit(op.subtract(levels, zp)))), lowest))
+    q = emit(op.add(emit(op.round(clamped)), zp))
+
+    def int8_held(stored: Any, role: str) -> Any:
+        return emit(_note(op.astype(emit(op.subtract(stored, f32(128.0))), "int8"), role))
+
+    return int8_held(q, "q"), scale, int8_held(zp, "zero_point")
+
+
+def _note(call: Any, role: str) -> Any:
+    return _tvm.with_note(call, DYNAMIC + role)
+
+
+# From each result to ``lo = minimum(min(x), 0)``: the argument index taken at each step.
+_PATH_TO_LO = {"q": (0, 0, 1, 0, 0, 1, 0), "zero_point": (0, 0, 0, 0, 1, 0),
+               "scale": (2, 0, 1)}
+
+
+def read_dynamic(call: Any, value_of: Any) -> tuple[str, Any] | None:
+    """``(role, x)`` when ``call`` is a result of ``dynamic_quantize(x)``, else None;
+    ``value_of(var)`` gives a variable's bound value (None when unbound)."""
+    note = _tvm.note_of(call) or ""
+    role = note[len(DYNAMIC):] if note.startswith(DYNAMIC) else None
+    if role not in _PATH_TO_LO:
+        return None
+    expr = call
+    for index in _PATH_TO_LO[role]:
+        args = getattr(expr, "args", ())
+        if index >= len(args):
+            return None
+        expr = value_of(args[index]) if _tvm.is_var(args[index]) else args[index]
+        if expr is None:
+            return None
+    if _tvm.op_name(expr) != "relax.minimum":
+        return None
+    reduction = value_of(expr.args[0]) if _tvm.is_var(expr.args[0]) else expr.args[0]
+    if _tvm.op_name(reduction) != "relax.min":
+        return None
+    return role, reduction.args[0]

@@ -14,10 +14,14 @@ import numpy as np
 from .errors import InvalidQuantizationError
 
 INT8_MIN, INT8_MAX = -128, 127
+INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 UINT8_TO_INT8_SHIFT = 128
 
 
-_ZP_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-(2**31), 2**31 - 1)}
+_ZP_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-(2**15), 2**15 - 1),
+             "uint16": (0, 2**16 - 1), "int32": (-(2**31), 2**31 - 1)}
+# Unsigned types are held as the signed type of their width, shifted: q - 2^(bits - 1).
+SIGNED = {"uint8": ("int8", UINT8_TO_INT8_SHIFT), "uint16": ("int16", 2**15)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,8 +30,8 @@ class QParams:
 
     ``scale`` is float32 and ``zero_point`` int32 (holding a value of ``dtype``), both 0-d (per
     tensor) or 1-d along ``axis`` (per channel; ``axis`` is then a non-negative axis).
-    ``dtype`` is int8 inside modules; uint8 only while a frontend reads a model (``as_int8``),
-    int32 for accumulators and biases.
+    ``dtype`` is int8 (or int16 for 16-bit activations) inside modules; uint8 / uint16 only
+    while a frontend reads a model (``as_int8``), int32 for accumulators and biases.
     """
 
     scale: np.ndarray
@@ -63,10 +67,12 @@ class QParams:
         return QParams(s, z.astype(np.int32), axis, dtype)
 
     def as_int8(self) -> QParams:
-        """uint8 parameters re-expressed for the int8 tensor q - 128 (same real values)."""
-        if self.dtype != "uint8":
+        """uint8 (uint16) parameters re-expressed for the int8 tensor q - 128 (the int16
+        tensor q - 32768): the same real values."""
+        if self.dtype not in SIGNED:
             return self
-        return QParams(self.scale, self.zero_point - UINT8_TO_INT8_SHIFT, self.axis, "int8")
+        signed, shift = SIGNED[self.dtype]
+        return QParams(self.scale, self.zero_point - shift, self.axis, signed)
 
     @property
     def per_tensor(self) -> bool:
@@ -113,7 +119,13 @@ def check_scale(scale: np.ndarray, where: str) -> np.ndarray:
 
 def uint8_to_int8(values: np.ndarray) -> np.ndarray:
     """Re-express uint8 data or zero points as int8 (q - 128): the same real values."""
-    return (np.asarray(values).astype(np.int32) - UINT8_TO_INT8_SHIFT).astype(np.int8)
+    return as_signed(values, "uint8")
+
+
+def as_signed(values: np.ndarray, dtype: str) -> np.ndarray:
+    """Unsigned ``dtype`` data or zero points as the signed type of their width (``SIGNED``)."""
+    signed, shift = SIGNED[dtype]
+    return (np.asarray(values).astype(np.int32) - shift).astype(signed)
 
 
 # ---------------------------------------------------------------- multipliers (float32, ORT order)
@@ -139,8 +151,15 @@ def accumulator_multiplier(
     return (m / np.float32(out_scale)).astype(np.float32).reshape(-1)
 
 
+def activation_range(dtype: str) -> tuple[int, int]:
+    """The integer range of an activation of ``dtype``: int16 (TFLite's 16x8 activations) or
+    int8 (every other quantized activation inside a module)."""
+    return (INT16_MIN, INT16_MAX) if dtype == "int16" else (INT8_MIN, INT8_MAX)
+
+
 def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
-    """Quantize one real number: ``round(f32(value / scale)) + zp``, saturated.
+    """Quantize one real number: ``round(f32(value / scale)) + zp``, saturated to the range of
+    ``qp.dtype`` (int16 for 16-bit activations, else int8).
 
     Ties go to even under ``rne_f32`` (ONNX QuantizeLinear) and away from zero under the Q31
     roundings (TFLite's ``TfLiteRound``, which it also uses for activation bounds).
@@ -148,9 +167,10 @@ def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
     s = np.float32(qp.scalar_scale)
     v = np.float32(np.float32(value) / s)
     q = np.rint(v) if rounding == "rne_f32" else np.float32(np.sign(v) * np.floor(abs(v) + 0.5))
+    lo, hi = activation_range(qp.dtype)
     if not math.isfinite(float(q)):
-        return INT8_MAX if value > 0 else INT8_MIN
-    return int(np.clip(q + qp.scalar_zp, INT8_MIN, INT8_MAX))
+        return hi if value > 0 else lo
+    return int(np.clip(q + qp.scalar_zp, lo, hi))
 
 
 def activation_bounds(lo: float | None, hi: float | None, qp: QParams,
@@ -160,8 +180,9 @@ def activation_bounds(lo: float | None, hi: float | None, qp: QParams,
     Exact because quantization (division then RNE) is monotone: clamping before quantizing
     equals clamping the quantized value at the quantized bounds.
     """
-    act_min = INT8_MIN if lo is None else max(INT8_MIN, quantize_value(lo, qp, rounding))
-    act_max = INT8_MAX if hi is None else min(INT8_MAX, quantize_value(hi, qp, rounding))
+    q_min, q_max = activation_range(qp.dtype)
+    act_min = q_min if lo is None else max(q_min, quantize_value(lo, qp, rounding))
+    act_max = q_max if hi is None else min(q_max, quantize_value(hi, qp, rounding))
     return act_min, act_max
 
 
@@ -217,23 +238,47 @@ def mean_multiplier(in_scale, out_scale, count: int, *,
 
 
 # ---------------------------------------------------------------- TFLite elementwise multipliers
-# (ADD/SUB, MUL, QUANTIZE as a requantization, uint8 CONCATENATION; each derivation below is
-# the one the TFLite interpreter's reference kernels were measured to use.)
+# (ADD/SUB, SQUARED_DIFFERENCE, MUL, QUANTIZE as a requantization, uint8 CONCATENATION; each
+# derivation below is the one the TFLite interpreter's reference kernels were measured to use.)
 TFLITE_ADD_LEFT_SHIFT = 20  # int8/uint8 ADD and SUB scale inputs up by 2^20 first
+# int16 ADD (16x8, general scales) by 2^15: 65535 * 2^15 still fits int32
+TFLITE_ADD_LEFT_SHIFT_INT16 = 15
 
 
 def tflite_add_multipliers(a_scale: float, b_scale: float, out_scale: float, *,
-                           single_rounding: bool = False) -> list[tuple[int, int]]:
-    """(multiplier, shift) of input a, input b and the output for TFLite's 8-bit ADD/SUB.
+                           single_rounding: bool = False,
+                           left_shift: int = TFLITE_ADD_LEFT_SHIFT) -> list[tuple[int, int]]:
+    """(multiplier, shift) of input a, input b and the output for TFLite's 8-bit ADD/SUB (and
+    int16 ADD with ``left_shift`` 15).
 
     In double: ``t = 2 * max(a, b)``, inputs ``a / t`` and ``b / t``, output
-    ``t / (2^20 * out)``. TFLite requires every shift <= 0 (``...SmallerThanOneExp``); the
-    caller checks the output's (the inputs' always hold).
+    ``t / (2^left_shift * out)``. TFLite requires every shift <= 0 (``...SmallerThanOneExp``);
+    the caller checks the output's (the inputs' always hold).
     """
-    t = 2.0 * max(float(f64(a_scale)), float(f64(b_scale)))
-    reals = (float(f64(a_scale)) / t, float(f64(b_scale)) / t,
-             t / (2.0 ** TFLITE_ADD_LEFT_SHIFT * float(f64(out_scale))))
+    t, real_a, real_b = _tflite_input_ratios(a_scale, b_scale)
+    reals = (real_a, real_b, t / (2.0 ** left_shift * float(f64(out_scale))))
     return [quantize_multiplier(r, single_rounding=single_rounding) for r in reals]
+
+
+def _tflite_input_ratios(a_scale: float, b_scale: float) -> tuple[float, float, float]:
+    """``(t, a / t, b / t)`` in double with ``t = 2 * max(a, b)``: how TFLite's 8-bit ADD,
+    SUB and SQUARED_DIFFERENCE bring both inputs to one scale (each ratio at most 1/2)."""
+    t = 2.0 * max(float(f64(a_scale)), float(f64(b_scale)))
+    return t, float(f64(a_scale)) / t, float(f64(b_scale)) / t
+
+
+TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT = 7  # int8 SQUARED_DIFFERENCE scales inputs up by 2^7
+
+
+def tflite_squared_difference_multipliers(a_scale: float, b_scale: float,
+                                          out_scale: float) -> list[tuple[int, int]]:
+    """(multiplier, shift) of input a, input b and the output for TFLite's int8
+    SQUARED_DIFFERENCE: the inputs as ADD's, the output ``t^2 / (2^14 * out)`` in double
+    (``2^14 * out`` is exact in float32). TFLite requires every shift <= 0; the caller checks
+    the output's."""
+    t, real_a, real_b = _tflite_input_ratios(a_scale, b_scale)
+    real_out = t * t / (2.0 ** (2 * TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT) * float(f64(out_scale)))
+    return [quantize_multiplier(r) for r in (real_a, real_b, real_out)]
 
 
 def tflite_mul_multiplier(a_scale: float, b_scale: float, out_scale: float, *,
@@ -257,3 +302,32 @@ def tflite_concat_scaling(in_scale: float, in_zp: int, out_scale: float) \
     and ``bias = f32(-in_zp) * scale``; ``in_zp`` is the stored (uint8) zero point."""
     scale = np.float32(np.float32(in_scale) * np.float32(np.float32(1.0) / np.float32(out_scale)))
     return scale, np.float32(np.float32(-in_zp) * scale)
+
+
+# ---------------------------------------------------------------- dynamic quantization (ORT)
+DYNAMIC_LEVELS = np.float32(255.0)  # DynamicQuantizeLinear quantizes to uint8 [0, 255]
+
+
+def dynamic_qparams(x: np.ndarray) -> tuple[np.float32, int]:
+    """onnxruntime's DynamicQuantizeLinear parameters of float32 ``x``: ``(scale, zero point)``
+    (uint8), as its ``GetQuantizationParameter`` computes them in float32::
+
+        lo, hi = min(min(x), 0), max(max(x), 0)
+        scale  = 1 if hi == lo else (hi - lo) / 255
+        zp     = round_half_even(clamp(0 - lo / scale, 0, 255))
+    """
+    x = np.asarray(x, np.float32)
+    lo = np.minimum(np.float32(x.min()), np.float32(0))
+    hi = np.maximum(np.float32(x.max()), np.float32(0))
+    scale = np.float32(1) if hi == lo else np.float32((hi - lo) / DYNAMIC_LEVELS)
+    zp = np.rint(np.clip(np.float32(0) - np.float32(lo / scale), 0, DYNAMIC_LEVELS))
+    return scale, int(zp)
+
+
+def dynamic_quantize(x: np.ndarray, scale: np.float32, zp: int) -> np.ndarray:
+    """``MlasQuantizeLinear`` to uint8: ``round_half_even(clamp(x / scale, -zp, 255 - zp)) + zp``
+    in float32; a NaN quotient takes the lower bound (MAXPS keeps its second operand)."""
+    v = (np.asarray(x, np.float32) / np.float32(scale)).astype(np.float32)
+    v = np.where(np.isnan(v), np.float32(-zp), v)
+    v = np.clip(v, np.float32(-zp), np.float32(DYNAMIC_LEVELS - zp))
+    return (np.rint(v) + zp).astype(np.uint8)

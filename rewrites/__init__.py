@@ -10,16 +10,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import (compute, elementwise, epilogue, indexing, islands, lut, movement, pool, reduce,
-               resize, select, softmax)
+from . import (compute, dynamic, elementwise, epilogue, indexing, islands, lut, movement, pool,
+               reduce, resize, select, softmax)
 from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
 
 DEFAULT_PHASES = (
-    Phase("compute", movement.INT8_RULES + compute.RULES),
+    Phase("compute", movement.INT8_RULES + compute.RULES + dynamic.COMPUTE_RULES),
     Phase("elementwise_pool_movement",
           elementwise.RULES + pool.RULES + softmax.RULES + resize.RULES + reduce.RULES
           + select.RULES + indexing.RULES + movement.RULES[:3]),
     Phase("requantize", movement.RULES[3:]),
+    # After the products: what is left of a DynamicQuantizeLinear is used elsewhere.
+    Phase("dynamic_results", dynamic.RESULT_RULES),
     # After requantize, so that a lone relu/clip stays an integer clamp rather than a table.
     Phase("lut", lut.RULES),
     Phase("epilogue", epilogue.RULES + islands.RULES),

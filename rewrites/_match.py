@@ -7,29 +7,40 @@ from dataclasses import dataclass
 from typing import Any
 
 from canonqnn import _tvm
+from canonqnn.ops import Q31_ROUNDINGS
 from canonqnn.qdq import DEQUANTIZE, QdqCall, read_dequantize, read_quantize
-from canonqnn.qparams import INT8_MAX, INT8_MIN, QParams, activation_bounds
+from canonqnn.qparams import INT8_MAX, INT8_MIN, QParams, activation_bounds, activation_range
 
 from ._engine import Context, Decline
 
 RELU, CLIP = "relax.nn.relu", "relax.clip"
+INT8_OR_INT32 = ("int8", "int32")
 
 
-def dequantized(ctx: Context, expr: Any) -> QdqCall | None:
-    """``(int8 operand, qparams)`` when ``expr`` is bound to a dequantize of an int8 tensor."""
+def sixteen_bit(ctx: Context) -> tuple[str, ...]:
+    """The int16 dtype where this run folds int16 chains (TFLite's 16x8 kernels, under the Q31
+    roundings), else nothing: onnxruntime computes between 16-bit Q/DQ in float."""
+    return ("int16",) if ctx.rounding in Q31_ROUNDINGS else ()
+
+
+def dequantized(ctx: Context, expr: Any, dtypes: tuple[str, ...] = INT8_OR_INT32) \
+        -> QdqCall | None:
+    """``(int8 operand, qparams)`` when ``expr`` is bound to a dequantize of an int8 (or int32)
+    tensor; ``dtypes`` widens that (``sixteen_bit``)."""
     call = ctx.call(expr, DEQUANTIZE)
     if call is None:
         return None
     parsed = read_dequantize(call)
-    if parsed is None or parsed.qparams.dtype not in ("int8", "int32"):
+    if parsed is None or parsed.qparams.dtype not in dtypes:
         return None
     return parsed
 
 
-def output(call: Any) -> QdqCall | None:
-    """The float operand and parameters of a per-tensor int8 (or int32) quantize root."""
+def output(call: Any, dtypes: tuple[str, ...] = INT8_OR_INT32) -> QdqCall | None:
+    """The float operand and parameters of a per-tensor int8 (or int32) quantize root;
+    ``dtypes`` widens that (``sixteen_bit``)."""
     parsed = read_quantize(call)
-    if parsed is None or not parsed.qparams.per_tensor:
+    if parsed is None or not parsed.qparams.per_tensor or parsed.qparams.dtype not in dtypes:
         return None
     return parsed
 
@@ -85,10 +96,16 @@ def strip_activation(ctx: Context, expr: Any) -> tuple[Any, Activation]:
     return expr, Activation(lo, hi, ctx.rounding)
 
 
-def per_tensor_int8(parsed: QdqCall, what: str, at: Any) -> Decline | None:
+def per_tensor_int8(parsed: QdqCall, what: str, at: Any,
+                    dtypes: tuple[str, ...] = ("int8",)) -> Decline | None:
+    """A Decline unless ``parsed`` is per tensor of one of ``dtypes`` (int8; ``sixteen_bit``
+    adds int16, whose zero point must then be 0, as in TFLite's 16x8 kernels)."""
     qp = parsed.qparams
-    if qp.dtype != "int8":
-        return Decline(f"{what} is {qp.dtype}, not int8", at)
+    if qp.dtype not in dtypes:
+        return Decline(f"{what} is {qp.dtype}, not {' or '.join(dtypes)}", at)
+    if qp.dtype == "int16" and qp.per_tensor and qp.scalar_zp != 0:
+        return Decline(f"{what} is int16 with zero point {qp.scalar_zp} (TFLite's 16x8 kernels "
+                       "require 0)", at)
     if not qp.per_tensor:
         return Decline(f"{what} is quantized per channel (axis {qp.axis}); per tensor required", at)
     return None
@@ -97,13 +114,20 @@ def per_tensor_int8(parsed: QdqCall, what: str, at: Any) -> Decline | None:
 FULL_RANGE = (INT8_MIN, INT8_MAX)
 
 
-def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True):
+def full_range(qp: QParams) -> tuple[int, int]:
+    """The clamp that clamps nothing for a tensor of ``qp.dtype`` (int8 or int16)."""
+    return activation_range(qp.dtype)
+
+
+def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True,
+                 dtypes: tuple[str, ...] = ("int8",)):
     """``(out, act, inner, y)`` for ``q([act](op(...)))`` rooted at ``call``: the int8 per-tensor
-    quantize ``out``, the relu/clip bounds ``act`` stripped from below it (when ``activation``),
-    the call ``inner`` to one of ``ops`` and the variable ``y`` bound to it; a Decline when the
-    float result has other users; None when the pattern is not there."""
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
+    quantize ``out`` (or of another of ``dtypes``), the relu/clip bounds ``act`` stripped from
+    below it (when ``activation``), the call ``inner`` to one of ``ops`` and the variable ``y``
+    bound to it; a Decline when the float result has other users; None when the pattern is not
+    there."""
+    out = output(call, dtypes)
+    if out is None or out.qparams.dtype not in dtypes:
         return None
     y, act = strip_activation(ctx, out.operand) if activation else \
         (out.operand, Activation(rounding=ctx.rounding))
@@ -115,19 +139,23 @@ def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True):
     return out, act, inner, y
 
 
-def unary_chain(ctx: Context, call: Any, op: str, *, activation: bool):
+def unary_chain(ctx: Context, call: Any, op: str, *, activation: bool,
+                moves_int16: bool = False):
     """``(out, act, inner, x, at)`` for ``q([act](op(dq(x))))`` with per-tensor int8 ``x``;
     a Decline when the chain is there but cannot fold; None when it is not there.
 
     ``activation`` allows a relu/clip between ``op`` and the quantize; ``at`` is ``op``'s value.
+    ``moves_int16``: ``op`` moves data, so int16 in and out is folded too where the run
+    folds int16 (``sixteen_bit``); input and output then have the same dtype.
     """
-    m = quantized_op(ctx, call, op, activation=activation)
+    dtypes = ("int8", *sixteen_bit(ctx)) if moves_int16 else ("int8",)
+    m = quantized_op(ctx, call, op, activation=activation, dtypes=dtypes)
     if not isinstance(m, tuple):
         return m
     out, act, inner, y = m
-    x = dequantized(ctx, inner.args[0])
+    x = dequantized(ctx, inner.args[0], (*INT8_OR_INT32, *dtypes))
     if x is None:
-        return Decline("input is not dequantized from int8", y)
-    if (why := per_tensor_int8(x, "input", y)) is not None:
+        return Decline(f"input is not dequantized from {' or '.join(dtypes)}", y)
+    if (why := per_tensor_int8(x, "input", y, (out.qparams.dtype,))) is not None:
         return why
     return out, act, inner, x, y

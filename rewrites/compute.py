@@ -9,6 +9,9 @@
 The weight may be a runtime tensor (ONNX models that take it as a graph input, attention's
 Q*K^T); only its scale and zero point must be constants. ``^T`` swaps the last two axes. A float
 conv bias ``b`` is quantized as onnxruntime's WeightBiasQuantization does.
+
+Under the Q31 roundings conv2d and matmul also fold TFLite's 16x8 layers: int16 input and
+output (zero points 0), int8 weights, an int64 (or int32) bias whose type is the accumulator's.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import QParams, product_scale
 
 from ._engine import Context, Decline, Rule
-from ._match import ASTYPE, accumulator, dequantized, output, per_tensor_int8, strip_activation
+from ._match import (ASTYPE, INT8_OR_INT32, accumulator, dequantized, output, per_tensor_int8,
+                     sixteen_bit, strip_activation)
 
 CONV2D, MATMUL, ADD, MULTIPLY = "relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply"
 CONV2D_T, CONV1D_T = "relax.nn.conv2d_transpose", "relax.nn.conv1d_transpose"
@@ -34,11 +38,34 @@ RESHAPE, PERMUTE = "relax.reshape", "relax.permute_dims"
 INT32_LIMIT = 2.0 ** 31
 
 
+def _sixteen_bit(x_qp: QParams, w_qp: QParams, out_qp: QParams, acc_dtype: str, at: Any):
+    """A Decline unless the layer is int8, or one of TFLite's 16x8 kernels: int16 in and out,
+    weight and output zero points 0 (the input's: ``per_tensor_int8``); an int64 bias only
+    there."""
+    if "int16" not in (x_qp.dtype, out_qp.dtype):
+        return Decline("int64 bias on an int8 layer", at) if acc_dtype == "int64" else None
+    if (x_qp.dtype, out_qp.dtype) != ("int16", "int16"):
+        return Decline(f"{x_qp.dtype} input with {out_qp.dtype} output (TFLite's 16x8 kernels "
+                       "read and write int16)", at)
+    if np.any(w_qp.zero_point) or out_qp.scalar_zp != 0:
+        return Decline("16x8 layer with a non-zero weight or output zero point (TFLite's 16x8 "
+                       "kernels ignore them)", at)
+    return None
+
+
+def _accumulator_of(bias: np.ndarray | None, x_qp: QParams, none: str = "int32") -> str:
+    """The accumulator's type: the bias's, or ``none`` for an int16 layer without a bias."""
+    if bias is not None:
+        return str(bias.dtype)
+    return none if x_qp.dtype == "int16" else "int32"
+
+
 def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any,
           axis: int, out_rank: int, float_bias: bool = False):
     """An int32 bias ``dq(b)`` (optionally reshaped) whose scale is the accumulator's, added
-    along output axis ``axis`` only (one value per channel, or one for all). With
-    ``float_bias``, a float32 constant too, quantized to the accumulator's scale."""
+    along output axis ``axis`` only (one value per channel, or one for all); int64 when the
+    source stores it so (TFLite 16x8). With ``float_bias``, a float32 constant too, quantized
+    to the accumulator's scale."""
     added_shape = _tvm.shape_of(expr)
     reshape = ctx.call(expr, RESHAPE)
     if reshape is not None:
@@ -66,7 +93,8 @@ def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any
     got = np.broadcast_to(qp.scale, (channels,)).astype(np.float32)
     if not np.array_equal(want.view(np.uint32), got.view(np.uint32)):
         return Decline("bias scale is not input_scale * weight_scale", at)
-    return values.astype(np.int32)
+    # an int64 bias (TFLite 16x8) makes an int64 accumulator; it is held as int32 (qdq)
+    return values.astype(np.int64 if parsed.source_dtype == "int64" else np.int32)
 
 
 def _quantized_float_bias(values: np.ndarray, acc_scale: np.ndarray, at: Any):
@@ -98,11 +126,11 @@ def _accumulator_output(out_qp: QParams, x_qp: QParams, w_qp: QParams, at: Any):
     return None
 
 
-def _conv_chain(ctx: Context, call: Any, *ops: str):
+def _conv_chain(ctx: Context, call: Any, *ops: str, int16: tuple[str, ...] = ()):
     """``(out, act, conv, at, bias_expr, x, w)`` for ``q|astype(act(op(dq x, dq w) [+ bias]))``
     rooted at ``call`` (``at``: the conv's value); a Decline when the chain is there but cannot
-    fold; else None."""
-    out = output(call) or accumulator(call)
+    fold; else None. ``int16``: ``sixteen_bit(ctx)`` where the op folds 16x8 layers."""
+    out = output(call, INT8_OR_INT32 + int16) or accumulator(call)
     if out is None:
         return None
     y, act = strip_activation(ctx, out.operand)
@@ -112,10 +140,10 @@ def _conv_chain(ctx: Context, call: Any, *ops: str):
         return None
     if not (ctx.single_use(core) and ctx.single_use(y)):
         return Decline("the float result has other users", core)
-    x, w = dequantized(ctx, conv.args[0]), dequantized(ctx, conv.args[1])
+    x, w = dequantized(ctx, conv.args[0], INT8_OR_INT32 + int16), dequantized(ctx, conv.args[1])
     if x is None or w is None:
         return Decline("input or weight is not dequantized from int8", core)
-    if (why := per_tensor_int8(x, "input", core)) is not None:
+    if (why := per_tensor_int8(x, "input", core, ("int8", *int16))) is not None:
         return why
     if w.qparams.dtype != "int8":
         return Decline(f"weight is {w.qparams.dtype}, not int8", core)
@@ -135,7 +163,7 @@ def _conv_bias(ctx: Context, bias_expr: Any, x_qp: QParams, w_qp: QParams, chann
 
 
 def fold_conv2d(ctx: Context, call: Any):
-    m = _conv_chain(ctx, call, CONV2D)
+    m = _conv_chain(ctx, call, CONV2D, int16=sixteen_bit(ctx))
     if not isinstance(m, tuple):
         return m
     out, act, conv, at, bias_expr, x, w = m
@@ -148,6 +176,9 @@ def fold_conv2d(ctx: Context, call: Any):
     bias = _conv_bias(ctx, bias_expr, x.qparams, w.qparams, channels, at, 4, out.qparams.dtype)
     if isinstance(bias, Decline):
         return bias
+    acc_dtype = _accumulator_of(bias if bias_expr is not None else None, x.qparams)
+    if (why := _sixteen_bit(x.qparams, w.qparams, out.qparams, acc_dtype, at)) is not None:
+        return why
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, x.qparams, w.qparams, at)) is not None:
             return why
@@ -156,8 +187,8 @@ def fold_conv2d(ctx: Context, call: Any):
     return conv_ops.conv2d(
         x.operand, w.operand, bias, x.qparams, w.qparams, out.qparams,
         strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"],
-        act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
-        rounding=ctx.rounding, source_dtype=x.source_dtype)
+        act=act.bounds(out.qparams) if out.qparams.dtype != "int32" else (-128, 127),
+        rounding=ctx.rounding, source_dtype=x.source_dtype, accumulator=acc_dtype)
 
 
 TRANSPOSE_LAYOUTS = {CONV2D_T: ("NCHW", "IOHW"), CONV1D_T: ("NCW", "IOW")}
@@ -228,16 +259,16 @@ def _swaps_last_two(axes: list[int] | None, rank: int) -> bool:
     return rank >= 2 and [int(a) % rank for a in axes] == [*range(rank - 2), rank - 1, rank - 2]
 
 
-def _matmul_operand(ctx: Context, expr: Any):
+def _matmul_operand(ctx: Context, expr: Any, dtypes: tuple[str, ...] = INT8_OR_INT32):
     """``(dequantize, transposed)`` for ``dq(x)`` or ``permute_dims(dq(x))`` swapping the last
     two axes (a 2-D transpose, or K^T in batched attention)."""
     perm = ctx.call(expr, PERMUTE)
     if perm is not None and ctx.single_use(expr):
         rank = len(_tvm.shape_of(perm.args[0]))
         if _swaps_last_two(_tvm.attrs_dict(perm).get("axes"), rank):
-            inner = dequantized(ctx, perm.args[0])
+            inner = dequantized(ctx, perm.args[0], dtypes)
             return (inner, True) if inner is not None else (None, False)
-    return dequantized(ctx, expr), False
+    return dequantized(ctx, expr, dtypes), False
 
 
 def _per_column(qp: QParams, transposed: bool, rank: int) -> QParams | None:
@@ -280,7 +311,8 @@ def _matmul_source_op(ctx: Context, b: Any) -> str:
 
 
 def fold_matmul(ctx: Context, call: Any):
-    out = output(call) or accumulator(call)
+    int16 = sixteen_bit(ctx)
+    out = output(call, INT8_OR_INT32 + int16) or accumulator(call)
     if out is None:
         return None
     y, act = strip_activation(ctx, out.operand)
@@ -297,10 +329,11 @@ def fold_matmul(ctx: Context, call: Any):
     at = core
     if not (ctx.single_use(core) and ctx.single_use(y)):
         return Decline("the float result has other users", at)
-    (a, a_t), (b, b_t) = _matmul_operand(ctx, mm.args[0]), _matmul_operand(ctx, mm.args[1])
+    (a, a_t) = _matmul_operand(ctx, mm.args[0], INT8_OR_INT32 + int16)
+    (b, b_t) = _matmul_operand(ctx, mm.args[1])
     if a is None or b is None:
         return Decline("an operand is not dequantized from int8", at)
-    if (why := per_tensor_int8(a, "A", at)) is not None:
+    if (why := per_tensor_int8(a, "A", at, ("int8", *int16))) is not None:
         return why
     a_shape, b_shape = _tvm.shape_of(a.operand), _tvm.shape_of(b.operand)
     if len(a_shape) < 1 or len(b_shape) < 1:
@@ -340,6 +373,10 @@ def fold_matmul(ctx: Context, call: Any):
             return None  # add of a quantized tensor: the add rule folds it
         if isinstance(bias, Decline):
             return bias
+    # TFLite's 16x8 FULLY_CONNECTED accumulates in int64 without a bias (measured: exact)
+    acc_dtype = _accumulator_of(bias, a.qparams, none="int64")
+    if (why := _sixteen_bit(a.qparams, b_qp, out.qparams, acc_dtype, at)) is not None:
+        return why
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, a.qparams, b_qp, at)) is not None:
             return why
@@ -347,13 +384,13 @@ def fold_matmul(ctx: Context, call: Any):
             return Decline("activation or alpha on an int32 accumulator", at)
     result = matmul_ops.matmul(
         a_q, b_q, bias, a.qparams, b_qp, out.qparams, alpha=alpha,
-        act=act.bounds(out.qparams) if out.qparams.dtype == "int8" else (-128, 127),
+        act=act.bounds(out.qparams) if out.qparams.dtype != "int32" else (-128, 127),
         accumulate=_accumulation(ctx, a, b), rounding=ctx.rounding,
-        source_op=_matmul_source_op(ctx, b.operand))
+        source_op=_matmul_source_op(ctx, b.operand), accumulator=acc_dtype)
     if len(a_shape) == 1 or len(b_shape) == 1:
         result = ctx.emit(result)
         out_qp = out.qparams
-        if out_qp.dtype != "int8":
+        if out_qp.dtype == "int32":
             return Decline("1-D int32 matmul", at)
         return movement.reshape(result, out_shape, out_qp)
     return result

@@ -1,8 +1,14 @@
 """Fold quantized binary ops.
 
-    q(relu|clip(add(dq(a), dq(b))))       -> canonqnn.add
+    q(relu|clip(add(dq(a), dq(b))))       -> canonqnn.add  (also int16: TFLite 16x8 ADD)
     q(relu|clip(multiply(dq(a), dq(b))))  -> canonqnn.mul
     q(relu|clip(subtract(dq(a), dq(b))))  -> canonqnn.sub
+    q(relu|clip(square(subtract(dq(a), dq(b)))))  -> canonqnn.squared_difference
+
+``square(subtract(...))`` is the form the TFLite frontend writes for SQUARED_DIFFERENCE (no
+other rule claims a square of a difference of two quantized tensors). Its canonical op is
+TFLite's own integer kernel, so it folds only under rounding ``q31_double``; under any other
+rounding the chain stays float, with the reason.
 """
 
 from __future__ import annotations
@@ -14,22 +20,30 @@ from canonqnn.ops import elementwise as ew
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, per_tensor_int8, quantized_op
+from ._match import INT8_OR_INT32, dequantized, per_tensor_int8, quantized_op, sixteen_bit
 
 BINARY = {"relax.add": ew.ADD, "relax.multiply": ew.MUL, "relax.subtract": ew.SUB}
+SQUARE, SUBTRACT = "relax.square", "relax.subtract"
 
 
 def fold_binary(ctx: Context, call: Any):
-    m = quantized_op(ctx, call, *BINARY)
+    # int16: TFLite's 16x8 ADD (general scales; the frontend refuses its power-of-two kernel)
+    m = quantized_op(ctx, call, *BINARY, dtypes=("int8", *sixteen_bit(ctx)))
     if not isinstance(m, tuple):
         return m
     out, act, op, y = m
     canonical = BINARY[_tvm.op_name(op)]
-    a, b = dequantized(ctx, op.args[0]), dequantized(ctx, op.args[1])
+    if out.qparams.dtype == "int16" and canonical is not ew.ADD:
+        return None  # no canonical int16 MUL / SUB: the islands rule names the chain
+    if out.qparams.dtype == "int16" and out.qparams.scalar_zp != 0:
+        return Decline("int16 output with a non-zero zero point (TFLite's int16 ADD requires "
+                       "0)", y)
+    dtypes = INT8_OR_INT32 + (out.qparams.dtype,)
+    a, b = dequantized(ctx, op.args[0], dtypes), dequantized(ctx, op.args[1], dtypes)
     if a is None or b is None:
         return Decline("an operand is not dequantized from int8", y)
     for parsed, what in ((a, "A"), (b, "B")):
-        if (why := per_tensor_int8(parsed, what, y)) is not None:
+        if (why := per_tensor_int8(parsed, what, y, (out.qparams.dtype,))) is not None:
             return why
     bounds = act.bounds(out.qparams)
     # The profile's add / mul arithmetic must be one canonqnn.add / mul implements (sub is
@@ -45,7 +59,45 @@ def fold_binary(ctx: Context, call: Any):
                      act=bounds, source_dtype=ctx.source_dtype(), rounding=ctx.rounding)
 
 
+def _dequantized_difference(ctx: Context, square: Any):
+    """``(a, b)`` parsed dequantizes when ``square`` squares ``dq(a) - dq(b)``, else None."""
+    sub = ctx.call(square.args[0], SUBTRACT)
+    if sub is None:
+        return None
+    a, b = dequantized(ctx, sub.args[0]), dequantized(ctx, sub.args[1])
+    return None if a is None or b is None else (a, b)
+
+
+def fold_squared_difference(ctx: Context, call: Any):
+    m = quantized_op(ctx, call, SQUARE)
+    if m is None:
+        return None
+    square = ctx.value(m.at) if isinstance(m, Decline) else m[2]
+    operands = _dequantized_difference(ctx, square)
+    if operands is None:
+        return None  # the square of something else: a table's, if anything
+    if isinstance(m, Decline):
+        return m  # the square has other users
+    out, act, _, _ = m
+    difference = square.args[0]
+    if not ctx.single_use(difference):
+        return Decline("the difference is also used outside the squared difference", difference)
+    for parsed, what in zip(operands, ("A", "B")):
+        if (why := per_tensor_int8(parsed, what, difference)) is not None:
+            return why
+    if ctx.rounding != "q31_double":
+        # Declined at the subtraction: the lut rule names the square (two inputs, no table).
+        return Decline(f"canonqnn.squared_difference is TFLite's int8 SQUARED_DIFFERENCE "
+                       f"kernel (rounding q31_double); this module's rounding is "
+                       f"{ctx.rounding}, so the squared difference stays float", difference)
+    (a, b) = operands
+    return ew.squared_difference(a.operand, b.operand, a.qparams, b.qparams, out.qparams,
+                                 act=act.bounds(out.qparams), rounding=ctx.rounding)
+
+
 RULES = (
     Rule("binary", QUANTIZE, fold_binary,
          "q(act(add|multiply|subtract(dq a, dq b))) -> canonqnn.add | mul | sub"),
+    Rule("squared_difference", QUANTIZE, fold_squared_difference,
+         "q(act(square(subtract(dq a, dq b)))) -> canonqnn.squared_difference (q31_double)"),
 )

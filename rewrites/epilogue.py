@@ -38,7 +38,7 @@ def fold_clamp(ctx: Context, call: Any):
     if op is None or op.name not in PRODUCERS or not ctx.single_use(x):
         return None
     p = _tvm.attrs_dict(producer)
-    if p.get("out_dtype", "int8") != "int8" or "act_min" not in p:
+    if p.get("out_dtype", "int8") == "int32" or "act_min" not in p:  # int8, or int16 (16x8)
         return None
     if (p["out_scale"], p["out_zp"]) != (a["in_scale"], a["in_zp"]):
         return None

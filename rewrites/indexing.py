@@ -14,6 +14,9 @@ alone), so the int8 op moves the input's integers and a ``requantize`` (with the
 its clamp) follows when parameters or clamp differ. ``pad`` requantizes first instead (on the
 smaller tensor): a constant pad value is then simply the output-parameter integer ``Q_out(v)``,
 exactly what a DQ -> Pad -> Q chain produces, whatever the input's parameters.
+
+Under the Q31 roundings pad and strided_slice also fold int16 in and int16 out (TFLite's 16x8
+activations).
 """
 
 from __future__ import annotations
@@ -29,8 +32,8 @@ from canonqnn.qdq import QUANTIZE
 from canonqnn.qparams import quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import (dequantized, output, per_tensor_int8, quantized_op, strip_activation,
-                     unary_chain)
+from ._match import (INT8_OR_INT32, dequantized, output, per_tensor_int8, quantized_op,
+                     sixteen_bit, strip_activation, unary_chain)
 from .movement import _finish
 
 PAD, TAKE, SLICE = "relax.nn.pad", "relax.take", "relax.strided_slice"
@@ -45,32 +48,34 @@ def _emitted(ctx: Context, expr: Any, operand: Any) -> Any:
 
 
 # ---------------------------------------------------------------- pad
-def _pad_source(ctx: Context, operand: Any, at: Any):
+def _pad_source(ctx: Context, operand: Any, at: Any, dtypes: tuple[str, ...]):
     """``(x, crop)`` for the pad's operand dq(x) (crop None) or strided_slice(dq(x)) (crop: the
-    canonical slice; how the ONNX importer writes negative pads), or a Decline."""
-    x = dequantized(ctx, operand)
+    canonical slice; how the ONNX importer writes negative pads), or a Decline; ``x`` of one
+    of ``dtypes`` (int8, and int16 where ``sixteen_bit``)."""
+    x = dequantized(ctx, operand, INT8_OR_INT32 + dtypes)
     if x is not None:
         return x, None
     crop = ctx.call(operand, SLICE)
-    x = None if crop is None else dequantized(ctx, crop.args[0])
+    x = None if crop is None else dequantized(ctx, crop.args[0], INT8_OR_INT32 + dtypes)
     if x is None:
         return Decline("input is not dequantized from int8", at)
     if not ctx.single_use(operand):
         return Decline("the cropped float tensor has other users", at)
-    sliced = _canonical_slice(crop, x, at)
+    sliced = _canonical_slice(crop, x, at, dtypes)
     return sliced if isinstance(sliced, Decline) else (x, sliced)
 
 
 def fold_pad(ctx: Context, call: Any):
-    m = quantized_op(ctx, call, PAD)
+    dtypes = ("int8", *sixteen_bit(ctx))
+    m = quantized_op(ctx, call, PAD, dtypes=dtypes)
     if not isinstance(m, tuple):
         return m
     out, act, inner, y = m
-    source = _pad_source(ctx, inner.args[0], y)
+    source = _pad_source(ctx, inner.args[0], y, dtypes)
     if isinstance(source, Decline):
         return source
     x, cropped = source
-    if (why := per_tensor_int8(x, "input", y)) is not None:
+    if (why := per_tensor_int8(x, "input", y, (out.qparams.dtype,))) is not None:
         return why
     a = _tvm.attrs_dict(inner)
     mode = PAD_MODES.get(str(a["pad_mode"]))
@@ -147,14 +152,14 @@ def relax_slice_begin(begin: int, dim: int, stride: int) -> int:
     return min(max(begin + dim if begin < 0 else begin, lo), hi)
 
 
-def _canonical_slice(inner: Any, x, at: Any):
-    """canonqnn.strided_slice of int8 ``x`` equal to Relax's strided_slice ``inner`` of
-    dq(x), or a Decline."""
+def _canonical_slice(inner: Any, x, at: Any, dtypes: tuple[str, ...] = ("int8",)):
+    """canonqnn.strided_slice of int8 ``x`` (or of another of ``dtypes``) equal to Relax's
+    strided_slice ``inner`` of dq(x), or a Decline."""
     axes, begin = _static_ints(inner.args[1]), _static_ints(inner.args[2])
     strides = _static_ints(inner.args[4]) if len(inner.args) > 4 else [1] * len(axes or [])
     if axes is None or begin is None or strides is None:
         return Decline("slice bounds are not constants", at)
-    if (why := per_tensor_int8(x, "input", at)) is not None:
+    if (why := per_tensor_int8(x, "input", at, dtypes)) is not None:
         return why
     shape, out_shape = _tvm.shape_of(x.operand), _tvm.shape_of(inner)
     axes = [a % len(shape) for a in axes]
@@ -169,11 +174,11 @@ def _canonical_slice(inner: Any, x, at: Any):
 
 
 def fold_strided_slice(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, SLICE, activation=True)
+    m = unary_chain(ctx, call, SLICE, activation=True, moves_int16=True)
     if not isinstance(m, tuple):
         return m
     out, act, inner, x, at = m
-    moved = _canonical_slice(inner, x, at)
+    moved = _canonical_slice(inner, x, at, (out.qparams.dtype,))
     if isinstance(moved, Decline):
         return moved
     return _finish(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))

@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from canonqnn import _tvm
-from canonqnn.qdq import QUANTIZE
+from canonqnn.ops import Q31_ROUNDINGS
+from canonqnn.qdq import QUANTIZE, read_quantize
 
 from ._engine import Context, Decline, Rule
 from ._match import output
@@ -22,14 +23,45 @@ DECLINED = {
 }
 
 
+# Source operators a frontend writes as float ops (the output quantize records the operator,
+# ``source_op``): the island ends at that quantize, named after the operator.
+DECLINED_SOURCE_OPS = {
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": (
+        "TFLite's int8 LSTM keeps its gates, cell and hidden state in int16 fixed point "
+        "(Q3.12 gates, gemmlowp sigmoid and tanh, a power-of-two cell scale) and no canonical "
+        "op computes that: imported as float ops unrolled over the time steps, its stored "
+        "values rounded to their int16/int8 grids (within 1 LSB of TFLite, docs/parity.md)"),
+    "SVDF": (
+        "TFLite's int8 SVDF stores its feature activations as int16 and no canonical op "
+        "computes its int16 state: imported as float ops from the zero state, the int16 "
+        "activation rounded to its grid (within 1 LSB of TFLite, docs/parity.md)"),
+}
+
+
+SIXTEEN_BIT = ("16-bit quantization: onnxruntime computes the ops between 16-bit "
+               "DequantizeLinear and QuantizeLinear in float, and so does the build "
+               "(docs/parity.md)")
+TFLITE_SIXTEEN_BIT = ("TFLite 16x8: canonqnn implements the int16 kernels of CONV_2D, "
+                      "DEPTHWISE_CONV_2D, FULLY_CONNECTED, QUANTIZE and data movement (RESHAPE, "
+                      "TRANSPOSE, PAD, STRIDED_SLICE) only; this int16 op runs in float between "
+                      "its dequantize and quantize (docs/declined-ops.md)")
+
+
 def name_island(ctx: Context, call: Any):
+    parsed = read_quantize(call)
+    if parsed is not None and parsed.qparams.dtype == "int16":
+        operand = ctx.value(parsed.operand)
+        reason = TFLITE_SIXTEEN_BIT if ctx.rounding in Q31_ROUNDINGS else SIXTEEN_BIT
+        return Decline(reason, parsed.operand) if _tvm.op_name(operand) else None
     out = output(call)
     if out is None:
         return None
-    reason = DECLINED.get(_tvm.op_name(ctx.value(out.operand)) or "")
+    reason = DECLINED.get(_tvm.op_name(ctx.value(out.operand)) or "") or \
+        DECLINED_SOURCE_OPS.get(ctx.source_op() or "")
     return None if reason is None else Decline(reason, out.operand)
 
 
 RULES = (
-    Rule("declined", QUANTIZE, name_island, "q(layer_norm(...)): float island, reason named"),
+    Rule("declined", QUANTIZE, name_island,
+         "q(layer_norm(...)), a recurrent layer's output: float island, reason named"),
 )

@@ -54,7 +54,8 @@ NAMES = {"multiply(x, clip(add(multiply(x, 0.166667), 0.5), 0, 1))": "hardswish"
          "multiply(x, sigmoid(x))": "silu"}
 # Kernel sources: the single Relax op of dq(x) the frontend writes for each kernel.
 KERNEL_OPS = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.gelu": "gelu",
-              "relax.nn.gelu_tanh": "gelu_tanh", "relax.nn.leakyrelu": "leaky_relu"}
+              "relax.nn.gelu_tanh": "gelu_tanh", "relax.nn.leakyrelu": "leaky_relu",
+              "relax.rsqrt": "rsqrt"}
 HARDSWISH_CONSTANTS = sorted([float(np.float32(1.0 / 6.0)), 0.5])  # x * f32(1/6) + 0.5
 
 
@@ -236,7 +237,7 @@ def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
 
 def fold_lut(ctx: Context, call: Any):
     out = read_quantize(call)
-    if out is None:
+    if out is None or out.qparams.dtype != "int8":
         return None
     graph = _collect(ctx, out.operand)
     if graph is None or not graph.leaves or set(map(_tvm.op_name, graph.ops.values())) <= CLAMPS:

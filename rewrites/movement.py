@@ -10,6 +10,9 @@
 The last two cover int8 moved before any op names its parameters: a QOperator model whose
 int8 NHWC input is transposed to NCHW before its first QLinearConv (tf2onnx layout). The
 move is exact whatever the parameters; the dequantize that reads it gives them.
+
+Under the Q31 roundings reshape, transpose and requantize also fold int16 in and int16 out
+(TFLite's 16x8 activations, zero points 0).
 """
 
 from __future__ import annotations
@@ -21,21 +24,23 @@ from canonqnn.ops import movement
 from canonqnn.qdq import DEQUANTIZE, QUANTIZE, dequantize
 
 from ._engine import Context, Decline, Rule
-from ._match import (FULL_RANGE, dequantized, output, per_tensor_int8, strip_activation,
-                     unary_chain)
+from ._match import (INT8_OR_INT32, dequantized, full_range, output, per_tensor_int8,
+                     sixteen_bit, strip_activation, unary_chain)
 
 RESHAPE, PERMUTE, CONCAT = "relax.reshape", "relax.permute_dims", "relax.concat"
 
 
-def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=FULL_RANGE):
-    """``moved`` (int8, parameters ``in_qp``) re-expressed with ``out_qp``."""
-    if in_qp.same_as(out_qp) and bounds == FULL_RANGE:
+def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=None):
+    """``moved`` (int8 or int16, parameters ``in_qp``) re-expressed with ``out_qp`` (of the same
+    dtype) and clamped to ``bounds`` (default: none)."""
+    bounds = full_range(out_qp) if bounds is None else bounds
+    if in_qp.same_as(out_qp) and bounds == full_range(out_qp):
         return moved
     return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=ctx.rounding)
 
 
 def fold_reshape(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, RESHAPE, activation=False)
+    m = unary_chain(ctx, call, RESHAPE, activation=False, moves_int16=True)
     if not isinstance(m, tuple):
         return m
     out, _, inner, x, _ = m
@@ -51,7 +56,7 @@ def _permutation(permute: Any) -> list[int]:
 
 
 def fold_transpose(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, PERMUTE, activation=False)
+    m = unary_chain(ctx, call, PERMUTE, activation=False, moves_int16=True)
     if not isinstance(m, tuple):
         return m
     out, _, inner, x, _ = m
@@ -83,15 +88,19 @@ def fold_concat(ctx: Context, call: Any):
 
 
 def fold_requantize(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
+    dtypes = ("int8", *sixteen_bit(ctx))
+    out = output(call, dtypes)
+    if out is None or out.qparams.dtype not in dtypes:
         return None
     y, act = strip_activation(ctx, out.operand)
-    x = dequantized(ctx, y)
+    x = dequantized(ctx, y, INT8_OR_INT32 + dtypes)
     if x is None:
         return None
-    if (why := per_tensor_int8(x, "input", y)) is not None:
+    if (why := per_tensor_int8(x, "input", y, (out.qparams.dtype,))) is not None:
         return why
+    if out.qparams.dtype == "int16" and out.qparams.scalar_zp != 0:
+        return Decline("int16 output with a non-zero zero point (TFLite's int16 QUANTIZE "
+                       "requires 0)", y)
     return _finish(ctx, x.operand, x.qparams, out.qparams, act.bounds(out.qparams))
 
 

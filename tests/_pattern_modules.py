@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm, models
-from canonqnn.ops import (conv, conv_transpose, elementwise, indexing, lut, matmul, movement,
-                          pool, reduce, resize, select, softmax)
+from canonqnn.ops import (conv, conv_transpose, dynamic, elementwise, indexing, lut, matmul,
+                          movement, pool, reduce, resize, select, softmax)
 from canonqnn.qparams import QParams
 
 QX = QParams.make(0.5, 3)          # first (or only) quantized input
@@ -93,6 +93,8 @@ def _binary(op: Any) -> Callable[[], Example]:
         a, b = var("a", X_SHAPE), var("b", (1, X_SHAPE[1], 1, 1))
         if op is elementwise.SUB:
             call = elementwise.sub(a, b, QX, QB, QOUT, act=ACT, rounding="q31_double")
+        elif op is elementwise.SQUARED_DIFFERENCE:
+            call = elementwise.squared_difference(a, b, QX, QB, QOUT, act=ACT)
         else:
             call = elementwise.binary(op, a, b, QX, QB, QOUT, act=ACT, rounding="q31_double")
         return Example(call, ((a, QX), (b, QB)), QOUT)
@@ -158,12 +160,39 @@ def _gather() -> Example:
                    ((x, QX),), QX)
 
 
+def _dynamic_product(conv_form: bool) -> Callable[[], Example]:
+    """A float input quantized at run time: no quantized input or output, weights only."""
+    def make() -> Example:
+        if conv_form:
+            x, w_qp = var("x", X_SHAPE, "float32"), QParams.make(W_SCALES, W_ZPS, 0)
+            call = dynamic.dynamic_conv2d(x, weights((CONV_OUT, 4, 3, 3)), W_SCALES, W_ZPS,
+                                          strides=[1, 1], padding=[1, 1, 1, 1],
+                                          dilation=[1, 1], groups=1)
+        else:
+            x, w_qp = var("x", (1, 5, 6), "float32"), QParams.make(0.25, -5)
+            call = dynamic.dynamic_matmul(x, weights((6, MATMUL_N)), np.float32(0.25), np.int8(-5))
+        return Example(typed(call), (), None, w_qp)
+    return make
+
+
+def _dynamic_result(op: Any) -> Callable[[], Example]:
+    def make() -> Example:
+        return Example(typed(op.call([var("x", X_SHAPE, "float32")], {})), (), None)
+    return make
+
+
 EXAMPLES: dict[str, Callable[[], Example]] = {
+    "dynamic_matmul": _dynamic_product(False),
+    "dynamic_conv2d": _dynamic_product(True),
+    "dynamic_quantize": _dynamic_result(dynamic.DYNAMIC_QUANTIZE),
+    "dynamic_scale": _dynamic_result(dynamic.DYNAMIC_SCALE),
+    "dynamic_zero_point": _dynamic_result(dynamic.DYNAMIC_ZERO_POINT),
     "conv2d": _conv2d,
     "conv2d_transpose": _conv2d_transpose,
     "add": _binary(elementwise.ADD),
     "mul": _binary(elementwise.MUL),
     "sub": _binary(elementwise.SUB),
+    "squared_difference": _binary(elementwise.SQUARED_DIFFERENCE),
     "pad": _shared(lambda x: indexing.pad(x, QX, [0, 0, 1, 1], [0, 0, 1, 1])),
     "gather": _gather,
     "strided_slice": _shared(lambda x: indexing.strided_slice(x, QX, [1], [0], [2], [2])),

@@ -1,11 +1,12 @@
 """Whole models in the shapes public exporters write them, quantized the way users quantize them.
 
 Each builder returns a float ONNX model; ``canonqnn.models.quantize`` (onnxruntime's static
-quantizer) or ``dynamic`` (its ``quantize_dynamic``) turns it into what a user converts.
+quantizer) or ``quantize_dynamic`` (its dynamic one) turns it into what a user converts.
 
 - ``yolo_like``: a YOLOv8-style detector: SiLU convs, then the float box-decoding head
   ultralytics exports (Shape -> Gather -> Concat -> Reshape, Split, Slice, Exp, Div, Sigmoid,
   Concat), which users leave out of quantization (``YOLO_HEAD`` nodes).
+- ``mlp_like``: MatMul/Add/Relu layers, for dynamic quantization (``quantize_dynamic``).
 - ``torch_transformer_like``: a transformer encoder layer as ``torch.onnx.export`` writes it:
   the head reshape computed from ``Shape``, attention scaled by ``Div`` of ``sqrt(d)``, GELU
   written ``x * 0.5 * (1 + Erf(x / sqrt 2))``, layer norm as the opset-17 operator.
@@ -26,7 +27,9 @@ YOLO_HEAD = "head_"  # prefix of the float head's node names
 DETECTIONS = "detections"
 
 
-def yolo_like(seed: int = 0) -> onnx.ModelProto:
+def yolo_like(seed: int = 0, nms: bool = False) -> onnx.ModelProto:
+    """``nms``: end in NonMaxSuppression over the decoded boxes (its selected indices are the
+    output; ``DETECTIONS`` stays the tensor to cut at)."""
     g = _GraphBuilder(seed)
     nc, cells = YOLO_CLASSES, YOLO_GRID * YOLO_GRID
 
@@ -57,9 +60,25 @@ def yolo_like(seed: int = 0) -> onnx.ModelProto:
     half = head("Div", [head("Exp", [rows(2, 4)]), const("two", np.float32(2.0))])
     corners = head("Concat", [head("Sub", [centre, half]), head("Add", [centre, half])], axis=1)
     boxes = head("Mul", [corners, const("stride", np.float32(4.0))])
-    out = g.node("Concat", [boxes, head("Sigmoid", ["cls"])], prefix=f"{YOLO_HEAD}concat",
-                 axis=1, output=DETECTIONS)
-    return g.model("yolo_like", out, [1, 4 + nc, cells], opset=17)
+    scores = head("Sigmoid", ["cls"])
+    out = g.node("Concat", [boxes, scores], prefix=f"{YOLO_HEAD}concat", axis=1,
+                 output=DETECTIONS)
+    if not nms:
+        return g.model("yolo_like", out, [1, 4 + nc, cells], opset=17)
+    corners = head("Transpose", [boxes], perm=[0, 2, 1])
+    picked = g.node("NonMaxSuppression", [corners, scores, const("k", np.array([4], np.int64)),
+                                          const("iou", np.array([0.5], np.float32))],
+                    prefix=f"{YOLO_HEAD}nms", output="picked")
+    graph = helper.make_graph(
+        g.nodes, "yolo_like_nms",
+        [helper.make_tensor_value_info(models.INPUT_NAME, onnx.TensorProto.FLOAT,
+                                       list(models.INPUT_SHAPE))],
+        [helper.make_tensor_value_info(picked, onnx.TensorProto.INT64, ["selected", 3])],
+        g.inits)
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = models.IR_VERSION
+    onnx.checker.check_model(m, full_check=True)
+    return m
 
 
 def yolo_head_nodes(model: onnx.ModelProto) -> list[str]:
@@ -113,3 +132,76 @@ def torch_transformer_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx
     out = g.node("Add", [h, y], output="hidden")
     shape = (1, seq, width)
     return g.model("torch_transformer_like", out, list(shape), in_shape=shape, opset=17)
+
+
+def mlp_like(seed: int = 0, widths: tuple[int, ...] = (32, 64, 48, 10)) -> onnx.ModelProto:
+    """MatMul + Add (+ Relu) layers on [1, 16, widths[0]]: all of it is what quantize_dynamic
+    quantizes, so nothing float is left but the bias adds and relus."""
+    g = _GraphBuilder(seed)
+    x = models.INPUT_NAME
+    for i, (din, dout) in enumerate(zip(widths, widths[1:])):
+        x = g.linear(x, din, dout)
+        if i < len(widths) - 2:
+            x = g.relu(x)
+    shape = (1, 16, widths[0])
+    return g.model("mlp_like", x, [1, 16, widths[-1]], in_shape=shape, opset=17)
+
+
+def quantize_dynamic(model: onnx.ModelProto, weights: str = "s8",
+                     per_channel: bool = False) -> onnx.ModelProto:
+    """onnxruntime's ``quantize_dynamic`` (uint8 activations at run time, constant int8/uint8
+    weights), IR version kept at 10 for onnxruntime 1.31."""
+    import os
+    import tempfile
+
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
+
+    with tempfile.TemporaryDirectory(prefix="ortdq_") as d:
+        src, out = os.path.join(d, "float.onnx"), os.path.join(d, "dynamic.onnx")
+        onnx.save(model, src)
+        ort_quantize_dynamic(src, out, per_channel=per_channel,
+                             weight_type={"s8": QuantType.QInt8, "u8": QuantType.QUInt8}[weights])
+        q = onnx.load(out)
+    q.ir_version = models.IR_VERSION
+    return q
+
+
+def tflite_16x8_conv() -> bytes:
+    """A TFLite 16x8 layer as the converter writes it (``EXPERIMENTAL_TFLITE_BUILTINS_
+    ACTIVATIONS_INT16_WEIGHTS_INT8``): int16 activations (zero point 0), int8 per-channel
+    weights, int64 bias."""
+    from canonqnn.frontends.tflite.writer import GraphWriter
+
+    rng = np.random.default_rng(0)
+    g = GraphWriter()
+    x = g.tensor("x", (1, 8, 8, 4), "int16", scale=0.001, zero_point=0)
+    w = g.tensor("w", (6, 3, 3, 4), "int8", rng.integers(-127, 128, (6, 3, 3, 4)),
+                 scale=np.full(6, 0.01, np.float32), zero_point=np.zeros(6, np.int64))
+    b = g.tensor("b", (6,), "int64", rng.integers(-500, 500, 6),
+                 scale=np.full(6, 1e-5, np.float32), zero_point=np.zeros(6, np.int64))
+    y = g.tensor("y", (1, 8, 8, 6), "int16", scale=0.002, zero_point=0)
+    g.op("CONV_2D", [x, w, b], [y], padding="SAME", strideH=1, strideW=1, dilationHFactor=1,
+         dilationWFactor=1, fusedActivationFunction="RELU")
+    return g.finish([x], [y])
+
+
+def quantize_16bit(model: onnx.ModelProto, activations: str = "s16") -> onnx.ModelProto:
+    """onnxruntime's ``quantize_static`` QDQ with 16-bit activations (int16 or uint16) and
+    per-channel int8 weights (it raises the opset to 21)."""
+    import os
+    import tempfile
+
+    from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
+
+    with tempfile.TemporaryDirectory(prefix="ortq16_") as d:
+        src, out = os.path.join(d, "float.onnx"), os.path.join(d, "q16.onnx")
+        onnx.save(model, src)
+        quantize_static(src, out, models._make_reader(8, 0, models.input_shape(model)),
+                        quant_format=QuantFormat.QDQ, per_channel=True,
+                        activation_type={"s16": QuantType.QInt16,
+                                         "u16": QuantType.QUInt16}[activations],
+                        weight_type=QuantType.QInt8)
+        q = onnx.load(out)
+    q.ir_version = models.IR_VERSION
+    return q

@@ -1,9 +1,11 @@
 """Canonical int8 ops ``relax.canonqnn.*``: importing this package registers all of them."""
 
-from . import (conv, conv_transpose, elementwise, indexing, lut, matmul, movement, pool, reduce,
-               resize, select, softmax)
+from . import (conv, conv_transpose, dynamic, elementwise, indexing, lut, matmul, movement,
+               pool, reduce, resize, select, softmax)
+from ._q31 import Q31_ROUNDINGS
 from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, lookup
 
-__all__ = ["PREFIX", "REGISTRY", "ROUNDINGS", "CanonicalOp", "UnsupportedRounding", "lookup",
-           "conv", "conv_transpose", "elementwise", "indexing", "lut", "matmul", "movement",
-           "pool", "reduce", "resize", "select", "softmax"]
+__all__ = ["PREFIX", "Q31_ROUNDINGS", "REGISTRY", "ROUNDINGS", "CanonicalOp",
+           "UnsupportedRounding", "lookup", "conv", "conv_transpose", "dynamic", "elementwise",
+           "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize", "select",
+           "softmax"]

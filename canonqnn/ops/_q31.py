@@ -7,6 +7,11 @@ compute the same integer operations on one element. Rounding modes (docs/spec.md
   two roundings, each with ties away from zero (TFLite's default build).
 - ``q31_single``: ``(x * m + 2^(t-1)) >> t`` with ``t = 31 - shift``: one rounding, ties toward
   +infinity (TFLite built with ``TFLITE_SINGLE_ROUNDING``).
+
+An int64 accumulator (TFLite's 16x8 kernels with an int64 bias) has one requantization in both
+builds, TFLite's ``MultiplyByQuantizedMultiplier(int64_t x, ...)``: the multiplier reduced to 16
+bits, ``m16 = (m + 2^15) >> 16`` (``0x7FFF`` from ``m >= 0x7FFF0000``), then
+``(x * m16 + 2^(t-1)) >> t`` with ``t = 15 - shift``, truncated to int32.
 """
 
 from __future__ import annotations
@@ -50,6 +55,15 @@ def rounding_divide_by_pot(x, exponent) -> np.ndarray:
     return (x >> e) + (remainder > threshold)
 
 
+def saturating_rounding_multiply_by_pot(x, exponent: int) -> np.ndarray:
+    """gemmlowp ``SaturatingRoundingMultiplyByPOT<exponent>`` on int32 (``Rescale`` between
+    fixed-point formats): ``x * 2^exponent`` saturated to int32 for exponent >= 0,
+    ``RoundingDivideByPOT(x, -exponent)`` below."""
+    if exponent < 0:
+        return rounding_divide_by_pot(x, -exponent)
+    return np.clip(np.asarray(x, np.int64) << exponent, INT32_MIN, INT32_MAX)
+
+
 def multiply_by_quantized_multiplier(x, multiplier, shift, rounding: str) -> np.ndarray:
     """TFLite ``MultiplyByQuantizedMultiplier(x, m, shift)``: ``x * m * 2^(shift - 31)``,
     rounded as ``rounding`` says (see the module doc). int32 in, int32 out."""
@@ -62,11 +76,40 @@ def multiply_by_quantized_multiplier(x, multiplier, shift, rounding: str) -> np.
     return rounding_divide_by_pot(srdhm(wrap_int32(x << left), m), right)
 
 
+# The int64 requantization's multiplier keeps its top 16 bits (rounded); from this value on the
+# rounding would carry out of 16 bits, and TFLite takes the largest 16-bit multiplier instead.
+REDUCED_MULTIPLIER_LIMIT = 0x7FFF0000
+REDUCED_MULTIPLIER_MAX = 0x7FFF
+# TFLite's int64 requantization is defined for shifts below 8 (a multiplier below 128).
+INT64_SHIFT_LIMIT = 8
+ACCUMULATORS = ("int32", "int64")
+
+
+def reduced_multiplier(multiplier) -> np.ndarray:
+    """The 16-bit multiplier of TFLite's int64 ``MultiplyByQuantizedMultiplier``."""
+    m = np.asarray(multiplier, np.int64)
+    return np.where(m < REDUCED_MULTIPLIER_LIMIT, (m + (1 << 15)) >> 16, REDUCED_MULTIPLIER_MAX)
+
+
+def multiply_by_quantized_multiplier_int64(x, multiplier, shift) -> np.ndarray:
+    """TFLite ``MultiplyByQuantizedMultiplier(int64_t x, m, shift)`` (the same in both builds):
+    ``(x * m16 + 2^(t-1)) >> t`` with ``m16 = reduced_multiplier(m)``, ``t = 15 - shift``: one
+    rounding, ties toward +infinity; the result truncated to int32 as C's cast does. ``shift``
+    must be below ``INT64_SHIFT_LIMIT``."""
+    x = np.asarray(x, np.int64)
+    total = 15 - np.asarray(shift, np.int64)
+    return wrap_int32((x * reduced_multiplier(multiplier) + (np.int64(1) << (total - 1))) >> total)
+
+
 def requant_q31(acc, multiplier, shift, zp: int, act_min: int, act_max: int,
-                rounding: str) -> np.ndarray:
-    """int32 accumulator to int8: ``clamp(MBQM(acc, m, shift) + zp, act_min, act_max)``."""
-    v = multiply_by_quantized_multiplier(acc, multiplier, shift, rounding) + zp
-    return np.clip(v, act_min, act_max).astype(np.int8)
+                rounding: str, out_dtype: str = "int8", accumulator: str = "int32") -> np.ndarray:
+    """Accumulator to int8 (int16): ``clamp(MBQM(acc, m, shift) + zp, act_min, act_max)``, with
+    the int64 requantization for an int64 ``accumulator`` (module doc)."""
+    if accumulator == "int64":
+        v = multiply_by_quantized_multiplier_int64(acc, multiplier, shift) + zp
+    else:
+        v = multiply_by_quantized_multiplier(acc, multiplier, shift, rounding) + zp
+    return np.clip(v, act_min, act_max).astype(out_dtype)
 
 
 # ---------------------------------------------------------------- TE twins (one element)
@@ -109,7 +152,22 @@ def te_multiply_by_quantized_multiplier(x, multiplier, shift, rounding: str):
     return te_rounding_divide_by_pot(te_srdhm(shifted, multiplier), right)
 
 
-def te_requant_q31(acc, multiplier, shift, zp: int, act_min: int, act_max: int, rounding: str):
-    """TE twin of ``requant_q31`` for one int32 element."""
-    v = te_multiply_by_quantized_multiplier(acc, multiplier, shift, rounding) + _c(zp, "int32")
-    return tirx.max(tirx.min(v, _c(act_max, "int32")), _c(act_min, "int32")).astype("int8")
+def te_multiply_by_quantized_multiplier_int64(x, multiplier, shift):
+    """TE twin of ``multiply_by_quantized_multiplier_int64`` (int64 ``x``; int32 ``multiplier``
+    and ``shift`` expressions); the cast to int32 wraps, as in C."""
+    m = multiplier.astype("int64")
+    reduced = tirx.Select(m < _c(REDUCED_MULTIPLIER_LIMIT), (m + _c(1 << 15)) >> _c(16),
+                          _c(REDUCED_MULTIPLIER_MAX))
+    total = _c(15) - shift.astype("int64")
+    return ((x.astype("int64") * reduced + (_c(1) << (total - _c(1)))) >> total).astype("int32")
+
+
+def te_requant_q31(acc, multiplier, shift, zp: int, act_min: int, act_max: int, rounding: str,
+                   out_dtype: str = "int8", accumulator: str = "int32"):
+    """TE twin of ``requant_q31`` for one int32 (int64) element."""
+    if accumulator == "int64":
+        scaled = te_multiply_by_quantized_multiplier_int64(acc, multiplier, shift)
+    else:
+        scaled = te_multiply_by_quantized_multiplier(acc, multiplier, shift, rounding)
+    v = scaled + _c(zp, "int32")
+    return tirx.max(tirx.min(v, _c(act_max, "int32")), _c(act_min, "int32")).astype(out_dtype)

@@ -1,4 +1,5 @@
-"""``canonqnn.conv2d``: int8 NCHW convolution with per-channel weights, bias and requantization.
+"""``canonqnn.conv2d``: int8 (or int16) NCHW convolution with per-channel weights, bias and
+requantization.
 
     acc[n,o,i,j] = sum_{c,ky,kx} (xpad[n, g(o)*C/G + c, i*sh + ky*dh, j*sw + kx*dw] - x_zp)
                                  * (w[o,c,ky,kx] - w_zp[o])  + bias[o]
@@ -17,6 +18,11 @@ two float32 scales first). ``source_dtype`` has no effect under ``rne_f32``.
 
 ``xpad`` pads with ``x_zp`` (real zero). With ``out_dtype="int32"`` the op returns ``acc``
 itself (ONNX ConvInteger); the multiplier must then be exactly 1 and ``out_zp`` 0.
+
+TFLite's 16x8 kernels (Q31 roundings only): ``x`` int16, ``out_dtype="int16"``, every zero point
+0. The accumulator has the bias's type: an int64 bias (what the converter writes) makes an
+int64 accumulator, requantized by TFLite's int64 ``MultiplyByQuantizedMultiplier`` (``_q31``:
+16-bit multiplier, one rounding); an int32 bias keeps the int32 accumulator and ``MBQM``.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, topi
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from ._dtypes import check_sixteen_bit
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, register
 from ._requant import requant_accumulator, te_requant_accumulator
@@ -88,13 +95,14 @@ def reference(x, w, bias, w_scale, w_zp, **a) -> np.ndarray:
                 xs = patch[:, gi * cg:(gi + 1) * cg]
                 ws = wz[gi * opg:(gi + 1) * opg, :, ky, kx]
                 acc[:, gi * opg:(gi + 1) * opg] += np.einsum("nchw,oc->nohw", xs, ws)
-    acc = (acc + bias.astype(np.int64)[None, :, None, None]).astype(np.int32)
+    accumulator = str(np.asarray(bias).dtype)  # int32, or int64 (TFLite 16x8)
+    acc = (acc + bias.astype(np.int64)[None, :, None, None]).astype(accumulator)
     if a["out_dtype"] == "int32":
         return acc
     if a["rounding"] in Q31_ROUNDINGS:
         m, shift = q31_multipliers(a, w_scale, o)
         return requant_q31(acc, m[None, :, None, None], shift[None, :, None, None], a["out_zp"],
-                           a["act_min"], a["act_max"], a["rounding"])
+                           a["act_min"], a["act_max"], a["rounding"], a["out_dtype"], accumulator)
     m = multiplier(a, w_scale, o)[None, :, None, None]
     return requant_accumulator(acc, m, a["out_zp"], a["act_min"], a["act_max"])
 
@@ -103,6 +111,7 @@ def _legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     x, w, bias, w_scale, w_zp = call.args
     o = _tvm.shape_of(w)[0]
+    accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
     wzp = _tvm.const_value(w_zp)
     symmetric = not np.any(wzp)
     q31 = a["rounding"] in Q31_ROUNDINGS
@@ -116,7 +125,7 @@ def _legalize(bb: Any, call: Any) -> Any:
     def requant(acc, mult, oo):
         if q31:
             return te_requant_q31(acc, mult[0, oo], mult[1, oo], a["out_zp"], a["act_min"],
-                                  a["act_max"], a["rounding"])
+                                  a["act_max"], a["rounding"], a["out_dtype"], accumulator)
         return te_requant_accumulator(acc, mult[oo], a["out_zp"], a["act_min"], a["act_max"])
 
     def compute(x, w, bias, mult, wzp):
@@ -133,8 +142,8 @@ def _legalize(bb: Any, call: Any) -> Any:
 
         def tap(nn, oo, i, j):
             cin = rc if a["groups"] == 1 else (oo // opg) * cg + rc
-            xv = xp[nn, cin, i * sh + ry * dh, j * sw + rx * dw].astype("int32") - x_zp
-            wv = w[oo, rc, ry, rx].astype("int32")
+            xv = xp[nn, cin, i * sh + ry * dh, j * sw + rx * dw].astype(accumulator) - x_zp
+            wv = w[oo, rc, ry, rx].astype(accumulator)
             return xv * (wv if symmetric else wv - wzp[oo])
 
         acc = te.compute((n, o, oh, ow), lambda nn, oo, i, j: te.sum(tap(nn, oo, i, j),
@@ -153,7 +162,8 @@ CONV2D = register(CanonicalOp(
     layout="NCHW",
     weight_layout="OIHW",
     summary="int8 NCHW/OIHW convolution (groups, dilation, asymmetric pads, per-channel "
-            "weights), int32 bias, requantized to int8 with an integer activation clamp",
+            "weights), int32 bias, requantized to int8 with an integer activation clamp; "
+            "TFLite 16x8: int16 in and out, int64 bias",
     args=("x", "w", "bias", "w_scale", "w_zp"),
     attrs=ATTRS,
     infer=_infer,
@@ -163,27 +173,36 @@ CONV2D = register(CanonicalOp(
                 "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
                 "out_dtype int8, or int32 with "
                 "multiplier exactly 1 and out_zp 0; source_dtype int8 or uint8 (the TFLite "
-                "kernel whose multiplier a Q31 rounding reproduces)",
+                "kernel whose multiplier a Q31 rounding reproduces); Q31 roundings only: x "
+                "int16 with out_dtype int16 and zero points 0, bias int32 or int64 (the "
+                "accumulator's type)",
     roundings=("rne_f32", *Q31_ROUNDINGS),
 ))
 
 
 def conv2d(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QParams, out_qp: QParams, *,
            strides, padding, dilation, groups: int, act: tuple[int, int] = (-128, 127),
-           rounding: str = "rne_f32", source_dtype: str = "int8") -> Any:
+           rounding: str = "rne_f32", source_dtype: str = "int8",
+           accumulator: str = "int32") -> Any:
     """Build ``canonqnn.conv2d``; ``out_qp.dtype`` int32 means the raw accumulator.
 
     ``source_dtype="uint8"``: the model's tensors were uint8 (TFLite derives the Q31 multiplier
-    of its uint8 kernels differently)."""
+    of its uint8 kernels differently). ``accumulator="int64"``: the bias is int64 (TFLite 16x8,
+    module doc)."""
     if source_dtype not in SOURCE_DTYPES:
         raise ValueError(f"canonqnn.conv2d: unknown source_dtype {source_dtype!r}")
     o = _tvm.shape_of(w)[0]
+    attrs = dict(x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
+                 out_zp=out_qp.scalar_zp, strides=list(strides), padding=list(padding),
+                 dilation=list(dilation), groups=int(groups), act_min=int(act[0]),
+                 act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
+                 source_dtype=source_dtype)
+    check_sixteen_bit(
+        "conv2d", _tvm.dtype_of(x), out_qp.dtype, accumulator, rounding,
+        dict(x_zp=x_qp.scalar_zp, w_zp=w_qp.zero_point, out_zp=out_qp.scalar_zp),
+        shifts=q31_multipliers(attrs, w_qp.scale, o)[1] if accumulator == "int64" and
+        rounding in Q31_ROUNDINGS else None)
     return CONV2D.call(
-        [x, w, _tvm.const(np.asarray(bias, np.int32).reshape(o), "int32"),
+        [x, w, _tvm.const(np.asarray(bias, accumulator).reshape(o), accumulator),
          _tvm.const(w_qp.scale, "float32"), _tvm.const(w_qp.zero_point.astype(np.int8), "int8")],
-        dict(x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
-             out_zp=out_qp.scalar_zp, strides=list(strides), padding=list(padding),
-             dilation=list(dilation), groups=int(groups), act_min=int(act[0]),
-             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
-             source_dtype=source_dtype),
-    )
+        attrs)

@@ -1,5 +1,5 @@
-"""``canonqnn.add``, ``canonqnn.mul`` and ``canonqnn.sub``: int8 binary ops with numpy
-broadcasting.
+"""``canonqnn.add``, ``canonqnn.mul``, ``canonqnn.sub`` and ``canonqnn.squared_difference``:
+int8 binary ops with numpy broadcasting.
 
 Rounding ``rne_f32`` reproduces onnxruntime's QLinearAdd (x86 AVX2/FMA kernel) and QLinearMul
 (SSE2 kernel) exactly. Their float arithmetic runs on the *stored* integers, so it depends on
@@ -30,7 +30,15 @@ with the op's rounding; multipliers from ``qparams.tflite_add_multipliers`` /
 ``tflite_mul_multiplier``:
     add/sub: A = MBQM((a - a_zp) * 2^20, mA, sA),  B = MBQM((b - b_zp) * 2^20, mB, sB)
              y = clamp(MBQM(A +/- B, mO, sO) + out_zp, act_min, act_max)
+    add also takes TFLite's 16x8 int16 ADD (general scales: ``pot_scale_int16`` false, or a
+    scale that is not a power of two): int16 in and out, zero points 0, 2^15 for 2^20.
     mul:     y = clamp(MBQM((a - a_zp) * (b - b_zp), m, s) + out_zp, act_min, act_max)
+
+squared_difference exists in rounding ``q31_double`` only: it is TFLite's int8
+SQUARED_DIFFERENCE kernel (reference and optimized alike), multipliers from
+``qparams.tflite_squared_difference_multipliers``:
+    A = MBQM((a - a_zp) * 2^7, mA, sA),  B = MBQM((b - b_zp) * 2^7, mB, sB)
+    y = clamp(MBQM((A - B)^2, mO, sO) + out_zp, act_min, act_max)
 """
 
 from __future__ import annotations
@@ -41,8 +49,11 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
-from ..qparams import (TFLITE_ADD_LEFT_SHIFT, QParams, tflite_add_multipliers,
-                       tflite_mul_multiplier)
+from ..qparams import (TFLITE_ADD_LEFT_SHIFT, TFLITE_ADD_LEFT_SHIFT_INT16,
+                       TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT, QParams, tflite_add_multipliers,
+                       tflite_mul_multiplier,
+                       tflite_squared_difference_multipliers)
+from ._dtypes import check_sixteen_bit
 from ._q31 import (Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31,
                    te_multiply_by_quantized_multiplier, te_requant_q31)
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -95,6 +106,16 @@ def _f(value: float):
 def _out_shape(call: Any) -> Any:
     shape = np.broadcast_shapes(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
     return _tvm.tensor_type(shape, "int8")
+
+
+def _add_out_shape(call: Any) -> Any:
+    """add's result has its inputs' dtype: int8, or int16 (TFLite 16x8)."""
+    shape = np.broadcast_shapes(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
+    return _tvm.tensor_type(shape, _tvm.dtype_of(call.args[0]))
+
+
+def _add_left_shift(dtype: str) -> int:
+    return TFLITE_ADD_LEFT_SHIFT_INT16 if dtype == "int16" else TFLITE_ADD_LEFT_SHIFT
 
 
 def _add_constants(a: dict) -> tuple[np.float32, np.float32, np.float32]:
@@ -203,10 +224,11 @@ ADD = register(CanonicalOp(
     name="add",
     summary="int8 + int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearAdd "
             "arithmetic; q31: TFLite ADD)",
-    args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_add_legalize,
+    args=("a", "b"), attrs=ATTRS, infer=_add_out_shape, legalize=_add_legalize,
     reference=add_reference,
     constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8; "
-                "q31: 2 * max(a_scale, b_scale) < 2^20 * out_scale (as TFLite)",
+                "q31: 2 * max(a_scale, b_scale) < 2^20 * out_scale (as TFLite); q31 only: a, "
+                "b int16 (TFLite 16x8 ADD, general scales, zero points 0), 2^15 for 2^20",
     family="elementwise",
     roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
@@ -272,13 +294,18 @@ SUB = register(CanonicalOp(
 ))
 
 
-def sub(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
-        act=(-128, 127), rounding: str = "rne_f32") -> Any:
-    """Build ``canonqnn.sub`` (a - b)."""
-    attrs = dict(
+def _binary_attrs(a_qp: QParams, b_qp: QParams, out_qp: QParams, act, rounding: str) -> dict:
+    """The attributes every binary op shares (``SUB_ATTRS``)."""
+    return dict(
         a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, b_scale=b_qp.scalar_scale,
         b_zp=b_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
         act_min=int(act[0]), act_max=int(act[1]), rounding=rounding)
+
+
+def sub(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
+        act=(-128, 127), rounding: str = "rne_f32") -> Any:
+    """Build ``canonqnn.sub`` (a - b)."""
+    attrs = _binary_attrs(a_qp, b_qp, out_qp, act, rounding)
     if rounding in Q31_ROUNDINGS:
         _add_q31_multipliers(attrs)  # raises where TFLite refuses the parameters
     return SUB.call([a_q, b_q], attrs)
@@ -287,36 +314,55 @@ def sub(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
 def binary(op: CanonicalOp, a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
            *, act=(-128, 127), source_dtype: str = "int8", rounding: str = "rne_f32") -> Any:
     """Build ``canonqnn.add`` / ``canonqnn.mul``."""
-    attrs = dict(
-        a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, b_scale=b_qp.scalar_scale,
-        b_zp=b_qp.scalar_zp, out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
-        act_min=int(act[0]), act_max=int(act[1]), rounding=rounding, source_dtype=source_dtype)
+    attrs = dict(_binary_attrs(a_qp, b_qp, out_qp, act, rounding), source_dtype=source_dtype)
+    dtype = _tvm.dtype_of(a_q)
+    if "int16" in (dtype, _tvm.dtype_of(b_q), out_qp.dtype):
+        if op is not ADD or _tvm.dtype_of(b_q) != dtype:
+            raise ValueError(f"canonqnn.{op.name}: int16 operands are TFLite's 16x8 ADD only, "
+                             "both int16")
+        check_sixteen_bit("add", dtype, out_qp.dtype, "int32", rounding,
+                          dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.scalar_zp, out_zp=out_qp.scalar_zp))
     if op is ADD and rounding in Q31_ROUNDINGS:
-        _add_q31_multipliers(attrs)  # raises where TFLite refuses the parameters
+        _add_q31_multipliers(attrs, _add_left_shift(dtype))  # raises where TFLite refuses
     return op.call([a_q, b_q], attrs)
 
 
 # ---------------------------------------------------------------- q31 roundings (TFLite)
-def _add_q31_multipliers(a: dict) -> list[tuple[int, int]]:
-    """Input a, input b and output (multiplier, shift) of TFLite's 8-bit ADD/SUB."""
+def _add_q31_multipliers(a: dict, left_shift: int = TFLITE_ADD_LEFT_SHIFT) \
+        -> list[tuple[int, int]]:
+    """Input a, input b and output (multiplier, shift) of TFLite's 8-bit ADD/SUB (int16 ADD:
+    ``left_shift`` 15)."""
     mults = tflite_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"],
-                                   single_rounding=a["rounding"] == "q31_single")
+                                   single_rounding=a["rounding"] == "q31_single",
+                                   left_shift=left_shift)
     if mults[2][1] > 0:
         # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
         raise UnsupportedRounding(
-            f"TFLite's ADD/SUB needs 2 * max(a_scale, b_scale) < 2^20 * out_scale; got "
-            f"a_scale {a['a_scale']!r}, b_scale {a['b_scale']!r}, out_scale {a['out_scale']!r}")
+            f"TFLite's ADD/SUB needs 2 * max(a_scale, b_scale) < 2^{left_shift} * out_scale; "
+            f"got a_scale {a['a_scale']!r}, b_scale {a['b_scale']!r}, out_scale "
+            f"{a['out_scale']!r}")
     return mults
 
 
 def _add_sub_q31_reference(x, y, sign: int, a: dict) -> np.ndarray:
-    (ma, sa), (mb, sb), (mo, so) = _add_q31_multipliers(a)
+    left_shift = _add_left_shift(str(x.dtype))
+    return _scaled_pair_q31_reference(x, y, a, left_shift, _add_q31_multipliers(a, left_shift),
+                                      lambda xs, ys: xs + sign * ys, str(x.dtype))
+
+
+def _scaled_pair_q31_reference(x, y, a: dict, left_shift: int, multipliers, combine,
+                               out_dtype: str = "int8") -> np.ndarray:
+    """TFLite's two-input 8-bit kernels (and int16 ADD): each input
+    ``MBQM((q - zp) * 2^left_shift)`` to one scale, ``combine`` the two int32 values,
+    requantize with the output multiplier."""
+    (ma, sa), (mb, sb), (mo, so) = multipliers
     r = a["rounding"]
     xs = multiply_by_quantized_multiplier(
-        (x.astype(np.int64) - a["a_zp"]) << TFLITE_ADD_LEFT_SHIFT, ma, sa, r)
+        (x.astype(np.int64) - a["a_zp"]) << left_shift, ma, sa, r)
     ys = multiply_by_quantized_multiplier(
-        (y.astype(np.int64) - a["b_zp"]) << TFLITE_ADD_LEFT_SHIFT, mb, sb, r)
-    return requant_q31(xs + sign * ys, mo, so, a["out_zp"], a["act_min"], a["act_max"], r)
+        (y.astype(np.int64) - a["b_zp"]) << left_shift, mb, sb, r)
+    return requant_q31(combine(xs, ys), mo, so, a["out_zp"], a["act_min"], a["act_max"], r,
+                       out_dtype)
 
 
 def _i32(value: int):
@@ -325,8 +371,18 @@ def _i32(value: int):
 
 def _add_sub_q31_legalize(bb: Any, call: Any, sign: int, name: str) -> Any:
     a = _tvm.attrs_dict(call)
-    (ma, sa), (mb, sb), (mo, so) = _add_q31_multipliers(a)
-    r, up = a["rounding"], _i32(1 << TFLITE_ADD_LEFT_SHIFT)
+    left_shift = _add_left_shift(_tvm.dtype_of(call.args[0]))
+    return _scaled_pair_q31_legalize(bb, call, name, left_shift,
+                                     _add_q31_multipliers(a, left_shift),
+                                     lambda xs, ys: xs + ys if sign > 0 else xs - ys)
+
+
+def _scaled_pair_q31_legalize(bb: Any, call: Any, name: str, left_shift: int, multipliers,
+                              combine) -> Any:
+    """TE form of ``_scaled_pair_q31_reference`` (``combine`` on int32 TE values)."""
+    a = _tvm.attrs_dict(call)
+    (ma, sa), (mb, sb), (mo, so) = multipliers
+    r, up = a["rounding"], _i32(1 << left_shift)
 
     def scaled(t, zp, m, shift, tag):
         # each input is scaled on its own shape, in its own stage: nesting the three MBQM
@@ -335,9 +391,8 @@ def _add_sub_q31_legalize(bb: Any, call: Any, sign: int, name: str) -> Any:
             (t(*i).astype("int32") - _i32(zp)) * up, _i32(m), _i32(shift), r), name=tag)
 
     def out(xs, ys):
-        raw = xs + ys if sign > 0 else xs - ys
-        return te_requant_q31(raw, _i32(mo), _i32(so), a["out_zp"], a["act_min"], a["act_max"],
-                              r)
+        return te_requant_q31(combine(xs, ys), _i32(mo), _i32(so), a["out_zp"], a["act_min"],
+                              a["act_max"], r, _tvm.dtype_of(call.args[0]))
 
     def compute(x, y):
         return _broadcast_compute(name, out)(scaled(x, a["a_zp"], ma, sa, "scaled_a"),
@@ -362,3 +417,59 @@ def _mul_q31_legalize(bb: Any, call: Any) -> Any:
 
     return bb.call_te(_broadcast_compute("mul", elem), call.args[0], call.args[1],
                       primfunc_name_hint="canonqnn_mul")
+
+
+# ---------------------------------------------------------------- squared_difference (TFLite)
+def _squared_difference_multipliers(a: dict) -> list[tuple[int, int]]:
+    """Input a, input b and output (multiplier, shift) of TFLite's int8 SQUARED_DIFFERENCE."""
+    if a["rounding"] != "q31_double":
+        raise UnsupportedRounding(
+            f"canonqnn.squared_difference is TFLite's int8 SQUARED_DIFFERENCE (rounding "
+            f"q31_double); got rounding {a['rounding']!r}")
+    mults = tflite_squared_difference_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
+    if mults[2][1] > 0:
+        # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
+        raise UnsupportedRounding(
+            f"TFLite's SQUARED_DIFFERENCE needs (2 * max(a_scale, b_scale))^2 < 2^14 * "
+            f"out_scale; got a_scale {a['a_scale']!r}, b_scale {a['b_scale']!r}, out_scale "
+            f"{a['out_scale']!r}")
+    return mults
+
+
+def _square_of_difference(xs, ys):
+    # |xs|, |ys| <= 255 * 2^7 / 2, so (xs - ys)^2 < 2^30: int32 as in TFLite, no wrap
+    d = xs - ys
+    return d * d
+
+
+def squared_difference_reference(x, y, **a) -> np.ndarray:
+    return _scaled_pair_q31_reference(x, y, a, TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT,
+                                      _squared_difference_multipliers(a), _square_of_difference)
+
+
+def _squared_difference_legalize(bb: Any, call: Any) -> Any:
+    a = _tvm.attrs_dict(call)
+    return _scaled_pair_q31_legalize(bb, call, "squared_difference",
+                                     TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT,
+                                     _squared_difference_multipliers(a), _square_of_difference)
+
+
+SQUARED_DIFFERENCE = register(CanonicalOp(
+    name="squared_difference",
+    summary="(int8 - int8)^2 -> int8 with broadcasting (q31_double: TFLite SQUARED_DIFFERENCE)",
+    args=("a", "b"), attrs=SUB_ATTRS, infer=_out_shape, legalize=_squared_difference_legalize,
+    reference=squared_difference_reference,
+    constraints="a, b int8 per tensor, numpy-broadcastable; rounding q31_double only; "
+                "(2 * max(a_scale, b_scale))^2 < 2^14 * out_scale (as TFLite)",
+    family="elementwise",
+    roundings=("q31_double",),
+))
+
+
+def squared_difference(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
+                       act=(-128, 127), rounding: str = "q31_double") -> Any:
+    """Build ``canonqnn.squared_difference`` ((a - b)^2)."""
+    attrs = _binary_attrs(a_qp, b_qp, out_qp, act, rounding)
+    call = SQUARED_DIFFERENCE.call([a_q, b_q], attrs)  # refuses roundings other than q31_double
+    _squared_difference_multipliers(attrs)  # raises where TFLite refuses the parameters
+    return call

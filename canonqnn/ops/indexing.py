@@ -4,7 +4,8 @@
 None of them does arithmetic: every output element is an input element (or, for ``pad`` in
 constant mode, the int8 ``pad_value``), so input and output share one scale/zero point (carried
 as ``scale``/``zp`` for pattern authors). Where a model gives the output other parameters, the
-rules requantize (``canonqnn.requantize``). All shapes are static.
+rules requantize (``canonqnn.requantize``). All shapes are static. ``pad`` and ``strided_slice``
+also move TFLite's 16x8 int16 activations (the output has the input's dtype).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, topi
-from ..qparams import QParams
+from ..qparams import QParams, activation_range
+from ._dtypes import INT16_UNDER_Q31, check_activation_dtype, input_type
 from ._registry import CanonicalOp, register
 
 FAMILY = "indexing"
@@ -41,7 +43,7 @@ def _pad_shape(shape, a: dict) -> list[int]:
 def _pad_reference(x, pad_before, pad_after, mode, pad_value, scale, zp):
     widths = list(zip(pad_before, pad_after))
     if mode == "constant":
-        return np.pad(x, widths, mode="constant", constant_values=np.int8(pad_value))
+        return np.pad(x, widths, mode="constant", constant_values=x.dtype.type(pad_value))
     return np.pad(x, widths, mode=PAD_MODES[mode])
 
 
@@ -57,14 +59,16 @@ def _pad_legalize(bb: Any, call: Any) -> Any:
 
 PAD = register(CanonicalOp(
     name="pad",
-    summary="int8 padding: constant (an int8 pad value), reflect, edge or wrap",
+    summary="int8 (or int16) padding: constant (a pad value of the input's type), reflect, "
+            "edge or wrap",
     args=("x",),
     attrs=("pad_before", "pad_after", "mode", "pad_value", "scale", "zp"),
-    infer=lambda call: _int8(_pad_shape(_tvm.shape_of(call.args[0]), _tvm.attrs_dict(call))),
+    infer=lambda call: input_type(call, _pad_shape(_tvm.shape_of(call.args[0]),
+                                                    _tvm.attrs_dict(call))),
     legalize=_pad_legalize,
     reference=_pad_reference,
-    constraints="x int8; non-negative pads; reflect pads < the axis length; output shares the "
-                "input's scale and zero point",
+    constraints="x int8, or int16 (" + INT16_UNDER_Q31 + "); non-negative pads; reflect pads "
+                "< the axis length; output shares the input's scale and zero point",
     family=FAMILY,
 ))
 
@@ -73,8 +77,11 @@ def pad(x: Any, qp: QParams, pad_before, pad_after, mode: str = "constant",
         pad_value: int = 0) -> Any:
     if mode not in PAD_MODES:
         raise ValueError(f"pad mode {mode!r}")
-    if not -128 <= int(pad_value) <= 127:
-        raise ValueError(f"pad value {pad_value} is not an int8 value")
+    check_activation_dtype("pad", x, None, (qp.scalar_zp,))
+    dtype = _tvm.dtype_of(x)
+    lo, hi = activation_range(dtype)
+    if not lo <= int(pad_value) <= hi:
+        raise ValueError(f"pad value {pad_value} is not an {dtype} value")
     return PAD.call([x], dict(pad_before=[int(p) for p in pad_before],
                               pad_after=[int(p) for p in pad_after], mode=mode,
                               pad_value=int(pad_value), **_shared(qp)))
@@ -155,20 +162,22 @@ def _slice_legalize(bb: Any, call: Any) -> Any:
 
 STRIDED_SLICE = register(CanonicalOp(
     name="strided_slice",
-    summary="int8 strided slice: out[.., i, ..] = x[.., begin + i*stride, ..] on each listed "
-            "axis (negative strides walk backwards); parameters unchanged",
+    summary="int8 (or int16) strided slice: out[.., i, ..] = x[.., begin + i*stride, ..] on "
+            "each listed axis (negative strides walk backwards); parameters unchanged",
     args=("x",),
     attrs=("axes", "begin", "strides", "sizes", "scale", "zp"),
-    infer=lambda call: _int8(_slice_shape(_tvm.shape_of(call.args[0]), _tvm.attrs_dict(call))),
+    infer=lambda call: input_type(call, _slice_shape(_tvm.shape_of(call.args[0]),
+                                                      _tvm.attrs_dict(call))),
     legalize=_slice_legalize,
     reference=_slice_reference,
-    constraints="x int8; every index begin + i*stride (0 <= i < size) inside the axis; output "
-                "shares the input's scale and zero point",
+    constraints="x int8, or int16 (" + INT16_UNDER_Q31 + "); every index begin + i*stride "
+                "(0 <= i < size) inside the axis; output shares the input's scale and zero point",
     family=FAMILY,
 ))
 
 
 def strided_slice(x: Any, qp: QParams, axes, begin, strides, sizes) -> Any:
+    check_activation_dtype("strided_slice", x, None, (qp.scalar_zp,))
     shape = _tvm.shape_of(x)
     for axis, b, s, n in zip(axes, begin, strides, sizes):
         last = b + (n - 1) * s

@@ -30,6 +30,13 @@ TFLite's reference kernels, chosen by ``source_op`` (measured on the interpreter
   under ``q31_single``, ``MBQM_single(acc, QuantizeMultiplier(M[n]))``.
 
 ``source_op`` has no effect under ``rne_f32``.
+
+TFLite's 16x8 FULLY_CONNECTED (Q31 roundings, ``source_op`` fully_connected): ``a`` int16,
+``out_dtype="int16"``, every zero point 0. The accumulator has the bias's type: int64 (the
+converter's bias, and the kernel's accumulator without one) or int32 (an int32 bias, which
+wraps as the kernel's does). The requantization is the one above: ``round_half_away(f64(acc) *
+M[n])`` under ``q31_double`` (measured, the same as for int8), TFLite's int64
+``MultiplyByQuantizedMultiplier`` of an int64 accumulator under ``q31_single`` (``_q31``).
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from ._dtypes import check_sixteen_bit
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
@@ -83,16 +91,19 @@ def _rounds_in_double(a: dict[str, Any]) -> bool:
     return a["source_op"] == "fully_connected" and a["rounding"] == "q31_double"
 
 
-def requant_f64_away(acc, real, zp: int, act_min: int, act_max: int) -> np.ndarray:
-    """``clamp(round_half_away(f64(acc) * real) + zp, act_min, act_max)`` (``real`` float64)."""
+def requant_f64_away(acc, real, zp: int, act_min: int, act_max: int,
+                     out_dtype: str = "int8") -> np.ndarray:
+    """``clamp(round_half_away(f64(acc) * real) + zp, act_min, act_max)`` (``real`` float64;
+    ``f64(acc)`` is exact for the int64 accumulators of 16x8 layers below 2^53)."""
     v = np.asarray(acc).astype(np.float64) * np.asarray(real, np.float64)
     whole = np.trunc(v)
     r = whole + np.where(np.abs(v - whole) >= 0.5, np.sign(v), 0.0)
-    return (np.clip(r, act_min - zp, act_max - zp).astype(np.int32) + zp).astype(np.int8)
+    return (np.clip(r, act_min - zp, act_max - zp).astype(np.int32) + zp).astype(out_dtype)
 
 
-def te_requant_f64_away(acc, real, zp: int, act_min: int, act_max: int):
-    """TE twin of ``requant_f64_away`` for one int32 element (``real`` a float64 load)."""
+def te_requant_f64_away(acc, real, zp: int, act_min: int, act_max: int, out_dtype: str = "int8"):
+    """TE twin of ``requant_f64_away`` for one int32 (int64) element (``real`` a float64
+    load)."""
     v = te_no_contract(acc.astype("float64") * real, "float64")
     whole = tirx.trunc(v)
     half = tirx.const(0.5, "float64")
@@ -101,7 +112,7 @@ def te_requant_f64_away(acc, real, zp: int, act_min: int, act_max: int):
     r = whole + tirx.Select(tirx.abs(v - whole) >= half, step, tirx.const(0.0, "float64"))
     r = te.max(te.min(r, tirx.const(float(act_max - zp), "float64")),
                tirx.const(float(act_min - zp), "float64"))
-    return (r.astype("int32") + zp).astype("int8")
+    return (r.astype("int32") + zp).astype(out_dtype)
 
 
 def _pair_saturated_products(a_q, b_q) -> np.ndarray:
@@ -131,16 +142,18 @@ def reference(a_q, b_q, bias, b_scale, b_zp, **a) -> np.ndarray:
     n = b_q.shape[-1]
     bz = np.broadcast_to(b_zp.astype(np.int64), (n,))
     acc = _accumulator(a_q, b_q, bz, a["a_zp"], a.get("accumulate", "exact"))
-    acc = (acc + bias.astype(np.int64)).astype(np.int32)
+    accumulator = str(np.asarray(bias).dtype)  # int32, or int64 (TFLite 16x8)
+    acc = (acc + bias.astype(np.int64)).astype(accumulator)
     if a["out_dtype"] == "int32":
         return acc
     if a["rounding"] in Q31_ROUNDINGS:
         real = q31_real_multiplier(a, b_scale, n)
         if _rounds_in_double(a):
-            return requant_f64_away(acc, real, a["out_zp"], a["act_min"], a["act_max"])
+            return requant_f64_away(acc, real, a["out_zp"], a["act_min"], a["act_max"],
+                                    a["out_dtype"])
         m, shift = quantize_multipliers(real, single_rounding=a["rounding"] == "q31_single")
         return requant_q31(acc, m, shift, a["out_zp"], a["act_min"], a["act_max"],
-                           a["rounding"])
+                           a["rounding"], a["out_dtype"], accumulator)
     return requant_accumulator(acc, multiplier(a, b_scale, n), a["out_zp"], a["act_min"],
                                a["act_max"])
 
@@ -152,21 +165,22 @@ def _operand_index(idx: tuple, shape: tuple[int, ...], rank: int) -> list:
     return [0 if dim == 1 else idx[offset + i] for i, dim in enumerate(batch)]
 
 
-def _exact_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape, b_shape):
+def _exact_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape, b_shape,
+                       accumulator: str = "int32"):
     k_dim, rank = a_shape[-1], len(shape)
     k = te.reduce_axis((0, k_dim), "k")
 
     def tap(*idx):
         m, col = idx[-2], idx[-1]
-        xv = x(*_operand_index(idx, a_shape, rank), m, k).astype("int32") - a_zp
-        wv = w(*_operand_index(idx, b_shape, rank), k, col).astype("int32")
+        xv = x(*_operand_index(idx, a_shape, rank), m, k).astype(accumulator) - a_zp
+        wv = w(*_operand_index(idx, b_shape, rank), k, col).astype(accumulator)
         return xv * (wv if symmetric else wv - wzp[col])
 
     return te.compute(shape, lambda *idx: te.sum(tap(*idx), axis=[k]), name="acc")
 
 
 def _pair_saturated_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape,
-                                b_shape):
+                                b_shape, accumulator: str = "int32"):
     """TE twin of the ``u8s8_pair_sat16`` accumulator in ``_accumulator``."""
     k_dim, rank = a_shape[-1], len(shape)
     big_zp = a_zp + UINT8_SHIFT
@@ -214,6 +228,7 @@ def _legalize(bb: Any, call: Any) -> Any:
     a_shape, b_shape = _tvm.shape_of(a_q), _tvm.shape_of(b_q)
     shape = out_shape(a_shape, b_shape)
     n = b_shape[-1]
+    accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
     bzp = _tvm.const_value(b_zp)
     symmetric = not np.any(bzp)
     q31 = a["rounding"] in Q31_ROUNDINGS
@@ -226,19 +241,20 @@ def _legalize(bb: Any, call: Any) -> Any:
     else:
         mult = _tvm.const(multiplier(a, _tvm.const_value(b_scale), n), "float32")
     bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
-    accumulator = (_pair_saturated_accumulator if a.get("accumulate") == "u8s8_pair_sat16"
-                   else _exact_accumulator)
+    accumulate = (_pair_saturated_accumulator if a.get("accumulate") == "u8s8_pair_sat16"
+                  else _exact_accumulator)
 
     def requant(v, mult, col):
-        lo, hi, zp = a["act_min"], a["act_max"], a["out_zp"]
+        lo, hi, zp, out_dtype = a["act_min"], a["act_max"], a["out_zp"], a["out_dtype"]
         if q31 and _rounds_in_double(a):
-            return te_requant_f64_away(v, mult[col], zp, lo, hi)
+            return te_requant_f64_away(v, mult[col], zp, lo, hi, out_dtype)
         if q31:
-            return te_requant_q31(v, mult[0, col], mult[1, col], zp, lo, hi, a["rounding"])
+            return te_requant_q31(v, mult[0, col], mult[1, col], zp, lo, hi, a["rounding"],
+                                  out_dtype, accumulator)
         return te_requant_accumulator(v, mult[col], zp, lo, hi)
 
     def compute(x, w, bias, mult, wzp):
-        acc = accumulator(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape)
+        acc = accumulate(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape, accumulator)
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
         return te.compute(shape, lambda *idx: requant(acc(*idx) + bias[idx[-1]], mult, idx[-1]),
@@ -252,7 +268,8 @@ MATMUL = register(CanonicalOp(
     name="matmul",
     weight_layout="KN",
     summary="int8 (batched) matmul / dense / Gemm with per-column weights, int32 bias, "
-            "requantized to int8 with an integer activation clamp",
+            "requantized to int8 with an integer activation clamp; TFLite 16x8 fully "
+            "connected: int16 in and out, int64 bias",
     args=("a", "b", "bias", "b_scale", "b_zp"),
     attrs=ATTRS,
     infer=_infer,
@@ -263,7 +280,9 @@ MATMUL = register(CanonicalOp(
                 "out_dtype int8, or int32 with multiplier exactly 1 and out_zp 0; "
                 "accumulate exact, or u8s8_pair_sat16 (a holds uint8 data as a - 128); "
                 "Q31 roundings: alpha 1, accumulate exact, source_op fully_connected or "
-                "batch_matmul (the TFLite kernel reproduced)",
+                "batch_matmul (the TFLite kernel reproduced); a int16 (fully_connected only) "
+                "with out_dtype int16 and zero points 0, bias int32 or int64 (the "
+                "accumulator's type)",
     roundings=("rne_f32", *Q31_ROUNDINGS),
 ))
 
@@ -271,10 +290,11 @@ MATMUL = register(CanonicalOp(
 def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QParams,
            out_qp: QParams, *, alpha: float = 1.0, act: tuple[int, int] = (-128, 127),
            rounding: str = "rne_f32", accumulate: str = "exact",
-           source_op: str = "fully_connected") -> Any:
+           source_op: str = "fully_connected", accumulator: str = "int32") -> Any:
     """Build ``canonqnn.matmul``; ``out_qp.dtype`` int32 means the raw accumulator.
 
-    ``source_op`` names the TFLite kernel a Q31 rounding reproduces (module doc)."""
+    ``source_op`` names the TFLite kernel a Q31 rounding reproduces; ``accumulator="int64"``:
+    the bias is int64 (TFLite 16x8, module doc)."""
     if accumulate not in ACCUMULATE:
         raise ValueError(f"canonqnn.matmul: unknown accumulate {accumulate!r}")
     if source_op not in SOURCE_OPS:
@@ -282,13 +302,23 @@ def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QPa
     if rounding in Q31_ROUNDINGS and (float(np.float32(alpha)) != 1.0 or accumulate != "exact"):
         raise UnsupportedRounding(f"canonqnn.matmul: rounding {rounding} needs alpha 1 and "
                                   f"exact accumulation (TFLite has neither)")
-    n = _tvm.shape_of(b_q)[-1]
-    bias = np.zeros(n, np.int32) if bias is None else np.asarray(bias, np.int32).reshape(n)
+    a_dtype, n = _tvm.dtype_of(a_q), _tvm.shape_of(b_q)[-1]
+    attrs = dict(a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, alpha=float(np.float32(alpha)),
+                 out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
+                 act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
+                 accumulate=accumulate, source_op=source_op)
+    int64_requantization = accumulator == "int64" and rounding in Q31_ROUNDINGS and \
+        not _rounds_in_double(attrs)
+    check_sixteen_bit(
+        "matmul", a_dtype, out_qp.dtype, accumulator, rounding,
+        dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.zero_point, out_zp=out_qp.scalar_zp),
+        shifts=quantize_multipliers(q31_real_multiplier(attrs, b_qp.scale, n),
+                                    single_rounding=True)[1] if int64_requantization else None)
+    if a_dtype == "int16" and source_op != "fully_connected":
+        raise UnsupportedRounding(f"canonqnn.matmul: int16 {source_op} (only TFLite's 16x8 "
+                                  "FULLY_CONNECTED is implemented)")
+    bias = np.zeros(n, accumulator) if bias is None else np.asarray(bias, accumulator).reshape(n)
     return MATMUL.call(
-        [a_q, b_q, _tvm.const(bias, "int32"), _tvm.const(b_qp.scale, "float32"),
+        [a_q, b_q, _tvm.const(bias, accumulator), _tvm.const(b_qp.scale, "float32"),
          _tvm.const(b_qp.zero_point.astype(np.int8), "int8")],
-        dict(a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, alpha=float(np.float32(alpha)),
-             out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
-             act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
-             accumulate=accumulate, source_op=source_op),
-    )
+        attrs)

@@ -1,5 +1,9 @@
 """int8 data movement: ``reshape``, ``transpose``, ``max_pool2d``, ``concat``, ``requantize``.
 
+``reshape``, ``transpose`` and ``requantize`` also move TFLite's 16x8 int16 activations (the
+output has the input's dtype; ``requantize`` on int16 under the Q31 roundings only, zero points
+0 as TFLite's int16 QUANTIZE requires).
+
 ``reshape``, ``transpose`` and ``max_pool2d`` do no arithmetic: input and output share one
 scale/zero point (carried as ``scale``/``zp`` for pattern authors). Flatten, squeeze and
 unsqueeze are reshapes. Where a model gives the output other parameters, the op is followed by
@@ -28,7 +32,9 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx, topi
-from ..qparams import QParams, tflite_concat_scaling, tflite_requantize_multiplier
+from ..qparams import (QParams, activation_range, tflite_concat_scaling,
+                       tflite_requantize_multiplier)
+from ._dtypes import INT16_UNDER_Q31, check_activation_dtype, input_type
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_via_real, te_no_contract, te_requant_via_real
@@ -43,20 +49,22 @@ def _same_type(call: Any, shape) -> Any:
 # ---------------------------------------------------------------- reshape
 RESHAPE = register(CanonicalOp(
     name="reshape",
-    summary="int8 reshape (also flatten, squeeze, unsqueeze); parameters unchanged",
+    summary="int8 (or int16) reshape (also flatten, squeeze, unsqueeze); parameters unchanged",
     args=("x",),
     attrs=("newshape", "scale", "zp"),
-    infer=lambda call: _same_type(call, _tvm.attrs_dict(call)["newshape"]),
+    infer=lambda call: input_type(call, _tvm.attrs_dict(call)["newshape"]),
     legalize=lambda bb, call: bb.call_te(topi.reshape, call.args[0],
                                          _tvm.attrs_dict(call)["newshape"],
                                          primfunc_name_hint="canonqnn_reshape"),
     reference=lambda x, newshape, scale, zp: x.reshape(newshape),
-    constraints="x int8; static shapes; output shares the input's scale and zero point",
+    constraints="x int8, or int16 (" + INT16_UNDER_Q31 + "); static shapes; output shares "
+                "the input's scale and zero point",
     family="movement",
 ))
 
 
 def reshape(x: Any, newshape, qp: QParams) -> Any:
+    check_activation_dtype("reshape", x, None, (qp.scalar_zp,))
     return RESHAPE.call([x], dict(newshape=[int(d) for d in newshape], scale=qp.scalar_scale,
                                   zp=qp.scalar_zp))
 
@@ -64,12 +72,12 @@ def reshape(x: Any, newshape, qp: QParams) -> Any:
 # ---------------------------------------------------------------- transpose
 def _transpose_infer(call: Any) -> Any:
     shape = _tvm.shape_of(call.args[0])
-    return _same_type(call, [shape[i] for i in _tvm.attrs_dict(call)["axes"]])
+    return input_type(call, [shape[i] for i in _tvm.attrs_dict(call)["axes"]])
 
 
 TRANSPOSE = register(CanonicalOp(
     name="transpose",
-    summary="int8 axis permutation; parameters unchanged",
+    summary="int8 (or int16) axis permutation; parameters unchanged",
     args=("x",),
     attrs=("axes", "scale", "zp"),
     infer=_transpose_infer,
@@ -77,12 +85,14 @@ TRANSPOSE = register(CanonicalOp(
                                          _tvm.attrs_dict(call)["axes"],
                                          primfunc_name_hint="canonqnn_transpose"),
     reference=lambda x, axes, scale, zp: np.transpose(x, axes),
-    constraints="x int8; output shares the input's scale and zero point",
+    constraints="x int8, or int16 (" + INT16_UNDER_Q31 + "); output shares the input's scale "
+                "and zero point",
     family="movement",
 ))
 
 
 def transpose(x: Any, axes, qp: QParams) -> Any:
+    check_activation_dtype("transpose", x, None, (qp.scalar_zp,))
     return TRANSPOSE.call([x], dict(axes=[int(a) for a in axes], scale=qp.scalar_scale,
                                     zp=qp.scalar_zp))
 
@@ -177,7 +187,7 @@ def _requantize_reference(x, in_scale, in_zp, out_scale, out_zp, act_min, act_ma
         m, shift = _requantize_q31_multiplier(dict(in_scale=in_scale, out_scale=out_scale,
                                                    rounding=rounding))
         return requant_q31(x.astype(np.int64) - in_zp, m, shift, out_zp, act_min, act_max,
-                           rounding)
+                           rounding, str(x.dtype))
     return requant_via_real(x, in_scale, in_zp, out_scale, out_zp, act_min, act_max)
 
 
@@ -189,7 +199,7 @@ def _requantize_legalize(bb: Any, call: Any) -> Any:
         def compute_q31(x):
             return te.compute(x.shape, lambda *i: te_requant_q31(
                 x(*i).astype("int32") - _i32(a["in_zp"]), _i32(m), _i32(shift), a["out_zp"],
-                a["act_min"], a["act_max"], a["rounding"]), name="requantize")
+                a["act_min"], a["act_max"], a["rounding"], x.dtype), name="requantize")
 
         return bb.call_te(compute_q31, call.args[0], primfunc_name_hint="canonqnn_requantize")
 
@@ -204,20 +214,25 @@ def _requantize_legalize(bb: Any, call: Any) -> Any:
 REQUANTIZE = register(CanonicalOp(
     name="requantize",
     summary="int8 -> int8 change of scale/zero point (rne_f32: dequantize then quantize in "
-            "float32; q31: TFLite QUANTIZE)",
+            "float32; q31: TFLite QUANTIZE, also int16 -> int16)",
     args=("x",),
     attrs=REQ_ATTRS,
-    infer=lambda call: _same_type(call, _tvm.shape_of(call.args[0])),
+    infer=lambda call: input_type(call, _tvm.shape_of(call.args[0])),
     legalize=_requantize_legalize,
     reference=_requantize_reference,
-    constraints="x int8 per tensor; output int8 per tensor",
+    constraints="x int8 per tensor, output int8 per tensor; or x and output int16 (" +
+                INT16_UNDER_Q31 + ")",
     family="movement",
     roundings=("rne_f32",) + Q31_ROUNDINGS,
 ))
 
 
-def requantize(x: Any, in_qp: QParams, out_qp: QParams, act: tuple[int, int] = (-128, 127),
+def requantize(x: Any, in_qp: QParams, out_qp: QParams, act: tuple[int, int] | None = None,
                rounding: str = "rne_f32") -> Any:
+    """``act`` defaults to the full range of ``x``'s dtype (the output's)."""
+    check_activation_dtype("requantize", x, rounding, (in_qp.scalar_zp, out_qp.scalar_zp))
+    if act is None:
+        act = activation_range(_tvm.dtype_of(x))
     return REQUANTIZE.call([x], dict(
         in_scale=in_qp.scalar_scale, in_zp=in_qp.scalar_zp, out_scale=out_qp.scalar_scale,
         out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding))

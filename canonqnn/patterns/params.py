@@ -219,6 +219,8 @@ def _inputs(op: str, attrs: dict[str, Any]) -> tuple[tuple[Quant, ...], tuple[st
         if "b_scale" in attrs:
             return (a, Quant(float(attrs["b_scale"]), int(attrs["b_zp"]))), ("a", "b")
         return (a,), ("a",)
+    if REGISTRY[op].family == "dynamic":  # a float input, quantized at run time
+        return (), ()
     raise TypeError(f"canonical op {op} does not follow the parameter naming contract")
 
 
@@ -226,7 +228,7 @@ def _output(attrs: dict[str, Any], call: Any) -> Quant | None:
     if "out_scale" in attrs:
         return Quant(float(attrs["out_scale"]), int(attrs["out_zp"]))
     (dtype, _), = _tvm.tensor_types(call)
-    if "scale" in attrs and dtype in ("int8", "uint8"):
+    if "scale" in attrs and dtype in ("int8", "uint8", "int16"):
         return Quant(float(attrs["scale"]), int(attrs["zp"]))
     return None
 

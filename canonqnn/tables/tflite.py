@@ -10,6 +10,7 @@ this source builds the table of a whole function (``KERNELS``), never evaluates 
     gelu_tanh   GELU approx.    float LUT of 0.5 * x * (1 + tanhf(k * (x + 0.044715 * x^3)))
     leaky_relu  LEAKY_RELU      Q31: x >= 0 ? MBQM(x, identity) : MBQM(x, alpha multiplier)
     hardswish   HARD_SWISH      int16 fixed point (reluish multiplier, SQDMULH, ...)
+    rsqrt       RSQRT           Q31: Newton-Raphson 1/sqrt of the integer q - zp, two MBQMs
 
 The float LUTs follow TFLite's ``LUTPopulate`` (``lut_float``): the input code is dequantized
 as ``f32(in_scale * f32(q - in_zp))``, transformed in float32, multiplied by ``f32(1 /
@@ -23,7 +24,7 @@ test_tflite_tables.py pins a table where that matters).
 uint8 tensors are held as int8 (q - 128, zp - 128). The uint8 kernels give the shifted int8
 table except where a value overflows: HARD_SWISH's int16 output arithmetic wraps at a point
 that depends on the stored zero point, and the uint8 LUTs convert values beyond int32 to 0
-where the int8 ones saturate, hence ``source_dtype``.
+where the int8 ones saturate, hence ``source_dtype``. RSQRT has no uint8 kernel at all.
 
 Pure numpy: no TVM, no model format.
 """
@@ -38,7 +39,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..ops._q31 import multiply_by_quantized_multiplier, wrap_int32
+from ..ops._q31 import (INT32_MAX, multiply_by_quantized_multiplier,
+                        saturating_rounding_multiply_by_pot, srdhm, wrap_int32)
 from ..qparams import INT8_MAX, INT8_MIN, QParams, quantize_multiplier
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables
@@ -260,10 +262,77 @@ def hard_swish(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> n
     return (np.clip(out, lo, hi) - shift).astype(np.int8)
 
 
+# ---------------------------------------------------------------- RSQRT (Q31, int8 only)
+RSQRT_SHIFT = 20  # kShift: the kernel holds 1 / sqrt(q - zp) as an integer times 2^20
+_F3_ONE = 1 << 28                   # 1.0 in gemmlowp FixedPoint<int32, 3>
+_F3_THREE_HALVES = (1 << 28) + (1 << 27)
+_F0_HALF_SQRT2 = 1518500250         # sqrt(2) / 2 in FixedPoint<int32, 0>
+
+
+def inv_sqrt_quantized_multiplier_exp(values) -> tuple[np.ndarray, np.ndarray]:
+    """TFLite ``GetInvSqrtQuantizedMultiplierExp(v, kReverseShift)`` for int32 ``v >= 0``:
+    ``(m, shift)`` with ``1 / sqrt(v) ~ m * 2^(shift - 31)``; ``v <= 1`` gives
+    ``(2^31 - 1, 0)`` (zero is taken as one).
+
+    ``v`` is normalized by pairs of bits into [2^27, 2^29) (so the root's exponent stays
+    whole), read as FixedPoint<int32, 3>, and 1 / sqrt is refined from 1.0 by five Newton
+    steps ``x = 3/2 x - (v/2) x^3`` in gemmlowp fixed point (SRDHM products, saturating
+    rescales), then multiplied by sqrt(2)/2; a negative exponent is moved into ``m``."""
+    values = np.asarray(values, np.int64)
+    v = np.maximum(values, 2)  # the v <= 1 lanes are replaced below
+    shift = np.full(v.shape, 11, np.int64)
+    while np.any(big := v >= 1 << 29):
+        v, shift = np.where(big, v // 4, v), shift + big
+    leading_zeros = 32 - np.frexp(v.astype(np.float64))[1]  # exact: v < 2^29
+    pairs = (leading_zeros - 1) // 2 - 1
+    shift -= pairs
+    v = v << (2 * pairs)
+    half_input = saturating_rounding_multiply_by_pot(v >> 1, -1)
+    x = np.full(v.shape, _F3_ONE, np.int64)
+    for _ in range(5):
+        cube = saturating_rounding_multiply_by_pot(srdhm(srdhm(x, x), x), 6)  # F9 -> F3
+        x = saturating_rounding_multiply_by_pot(  # F6 -> F3
+            wrap_int32(srdhm(_F3_THREE_HALVES, x) - srdhm(half_input, cube)), 3)
+    x = srdhm(x, _F0_HALF_SQRT2)
+    x = np.where(shift < 0, wrap_int32(x << np.maximum(-shift, 0)), x)
+    shift = -np.maximum(shift, 0)  # the right shift as a left one (kReverseShift)
+    small = values <= 1
+    return np.where(small, INT32_MAX, x), np.where(small, 0, shift)
+
+
+def rsqrt_multiplier(in_qp: QParams, out_qp: QParams) -> tuple[int, int]:
+    """SetRsqrtOutputMultiplier: ``QuantizeMultiplier(1. / (sqrtf(in) * out))``, the product
+    in float32 (std::sqrt of a float is the float overload), the quotient in double."""
+    root = np.sqrt(F32(in_qp.scalar_scale))
+    return quantize_multiplier(1.0 / float(F32(root * F32(out_qp.scalar_scale))))
+
+
+def rsqrt(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> np.ndarray:
+    """TFLite's int8 RSQRT (RsqrtEvalQuantizedInt8), per code with ``d = q - in_zp``:
+    ``d == 0`` gives 127; ``d > 0`` gives ``clamp(MBQM(MBQM(1, m_d, s_d + 20), m, s - 20)
+    + out_zp)`` with ``(m_d, s_d)`` the inverse square root of ``d`` and ``(m, s)`` the
+    output multiplier. The interpreter refuses to run on ``d < 0`` ("Rsqrt is only defined
+    for positive values"): no value exists to reproduce, and the table holds 127 there, the
+    kernel's value for zero."""
+    if source_dtype != "int8":
+        raise NotEvaluable("TFLite's RSQRT has no uint8 kernel (float32, int8 and int16 only)")
+    m, s = rsqrt_multiplier(in_qp, out_qp)
+    if s - RSQRT_SHIFT < -31:
+        raise NotEvaluable(
+            f"TFLite's RSQRT would shift right by {RSQRT_SHIFT - s} > 31 bits (sqrt(in_scale) * "
+            f"out_scale > 2^12; in {in_qp!r}, out {out_qp!r}), where gemmlowp's "
+            "RoundingDivideByPOT is undefined")
+    d = CODES.astype(np.int64) - in_qp.scalar_zp
+    inv_m, inv_s = inv_sqrt_quantized_multiplier_exp(np.maximum(d, 0))
+    scaled = multiply_by_quantized_multiplier(1, inv_m, inv_s + RSQRT_SHIFT, "q31_double")
+    y = np.clip(mbqm_x86(scaled, m, s - RSQRT_SHIFT) + out_qp.scalar_zp, INT8_MIN, INT8_MAX)
+    return np.where(d <= 0, INT8_MAX, y).astype(np.int8)
+
+
 # ---------------------------------------------------------------- whole-function tables
 KERNELS: dict[str, str] = {
     "sigmoid": "LOGISTIC", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU (approximate)",
-    "leaky_relu": "LEAKY_RELU", "hardswish": "HARD_SWISH",
+    "leaky_relu": "LEAKY_RELU", "hardswish": "HARD_SWISH", "rsqrt": "RSQRT",
 }
 _FLOAT_TRANSFORMS = {"sigmoid": logistic, "tanh": tanhf, "gelu": gelu, "gelu_tanh": gelu_tanh}
 
@@ -275,7 +344,8 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
     model's tensors are uint8). Entry i is the output for input code i - 128.
 
     Raises ``NotEvaluable`` for functions TFLite has no kernel for and for parameters its
-    kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128)."""
+    kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128, RSQRT an
+    int8 model)."""
     if function == "sigmoid" and out_qp.scalar_scale != 1.0 / 256:
         raise NotEvaluable(f"TFLite LOGISTIC requires output scale 1/256, got {out_qp!r}")
     if function in _FLOAT_TRANSFORMS:
@@ -286,6 +356,8 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
         return leaky_relu(in_qp, out_qp, alpha)
     if function == "hardswish":
         return hard_swish(in_qp, out_qp, source_dtype)
+    if function == "rsqrt":
+        return rsqrt(in_qp, out_qp, source_dtype)
     raise NotEvaluable(f"TFLite has no int8 kernel computing {function!r} "
                        f"(its table kernels: {', '.join(sorted(KERNELS))})")
 

@@ -138,5 +138,5 @@ def attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return out
 
 
-def unsupported_error(problems: list[tuple[str, str, str]]) -> UnsupportedError:
-    return UnsupportedError(problems, source="ONNX")
+def unsupported_error(problems: list[tuple[str, str, str]], hint: str = "") -> UnsupportedError:
+    return UnsupportedError(problems, source="ONNX", hint=hint)

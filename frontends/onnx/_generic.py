@@ -62,6 +62,22 @@ def fold(ctx: ImportContext, node: onnx.NodeProto, inputs: list[Value | None]) -
     return out
 
 
+# Ops TVM converts whose ONNX result has a size known only at run time: TVM pads it to a fixed
+# size (NonMaxSuppression: max_output_boxes per class for every class), which is not what
+# onnxruntime returns and not a shape canonqnn's static interface can declare.
+RUN_TIME_SIZED = {"NonMaxSuppression", "NonZero", "Unique", "Compress"}
+
+
+def refusal(op_type: str, opset: int) -> str | None:
+    """Why a default-domain op with no canonqnn converter cannot be imported, else None."""
+    if op_type in RUN_TIME_SIZED:
+        return ("its result has a size known only at run time (canonqnn builds static "
+                "shapes; TVM would pad it)")
+    if not has_float_converter(op_type, opset):
+        return "operator is not supported by canonqnn or TVM's ONNX importer"
+    return None
+
+
 def has_float_converter(op_type: str, opset: int) -> bool:
     """TVM converts the op and it is not a quantization op (those need canonqnn's own forms:
     TVM's would hide the integer arithmetic from the rules)."""
@@ -74,10 +90,10 @@ def _quantization_op(op_type: str) -> bool:
 
 def float_op(ctx: ImportContext, node: onnx.NodeProto, inputs: list[Value | None]) -> list[Value]:
     """The node as TVM's ONNX importer converts it."""
-    converter = has_float_converter(node.op_type, ctx.opset) and \
-        _tvm.onnx_converter(node.op_type, ctx.opset)
-    if not converter:
-        raise Unsupported("operator is not supported by canonqnn or TVM's ONNX importer")
+    why = refusal(node.op_type, ctx.opset)
+    if why is not None:
+        raise Unsupported(why)
+    converter = _tvm.onnx_converter(node.op_type, ctx.opset)
     exprs = _tvm.onnx_input_list([None if v is None else ctx.expr(v) for v in inputs])
     try:
         result = converter(ctx.bb, exprs, _tvm.onnx_attributes(node))

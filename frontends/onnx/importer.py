@@ -17,8 +17,9 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from canonqnn import _tvm, qdq
-from canonqnn.errors import CanonqnnError, InvalidModelError
+from canonqnn.errors import CanonqnnError, InvalidModelError, cut_hint
 from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
+from canonqnn.qparams import SIGNED
 
 from . import _generic, ops  # noqa: F401  (ops registers the converters)
 from .ops.quant import dequantize_value, quantize_value
@@ -36,7 +37,7 @@ from ._context import (
     unsupported_error,
 )
 
-SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
+SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "uint16", "int32", "int64")
 # ai.onnx opsets whose semantics every converter was checked against (onnx 1.23 knows up to
 # 28; from 21 on, Q/DQ and friends only add types and attributes that the converters reject).
 MIN_OPSET, MAX_OPSET = 10, 28
@@ -80,6 +81,31 @@ def default_opset(proto: onnx.ModelProto) -> int | None:
     return None
 
 
+def cut_graph(graph: onnx.GraphProto, outputs: list[str]) -> onnx.GraphProto:
+    """``graph`` computing the tensors ``outputs`` only: the nodes they depend on, in order."""
+    produced = {name: node for node in graph.node for name in node.output if name}
+    known = produced.keys() | {v.name for v in graph.input} | {i.name for i in graph.initializer}
+    missing = [name for name in outputs if name not in known]
+    if missing or not outputs:
+        raise InvalidModelError(f"cannot cut the graph at {missing or outputs}: no such tensor"
+                                if missing else "no output tensor named")
+    needed, stack = set(), list(outputs)
+    while stack:
+        node = produced.get(stack.pop())
+        if node is not None and id(node) not in needed:
+            needed.add(id(node))
+            stack.extend(name for name in node.input if name)
+    cut = onnx.GraphProto()
+    cut.CopyFrom(graph)
+    del cut.node[:]
+    cut.node.extend(n for n in graph.node if id(n) in needed)
+    declared = {v.name: v for v in (*graph.output, *graph.value_info, *graph.input)}
+    del cut.output[:]
+    cut.output.extend(declared[name] if name in declared else onnx.ValueInfoProto(name=name)
+                      for name in outputs)
+    return cut
+
+
 def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
     problems = []
     for i, node in enumerate(graph.node):
@@ -90,13 +116,17 @@ def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
         if node.domain not in DOMAINS:
             problems.append((name, f"{node.domain}.{node.op_type}",
                              f"domain {node.domain!r} is not supported"))
-        elif node.op_type not in CONVERTERS and (
-                node.domain not in ("", "ai.onnx") or
-                not _generic.has_float_converter(node.op_type, opset or 0)):
-            problems.append((name, node.op_type,
-                             "operator is not supported by canonqnn or TVM's ONNX importer"))
+        elif node.op_type not in CONVERTERS and node.domain not in ("", "ai.onnx"):
+            problems.append((name, node.op_type, "operator is not supported by canonqnn"))
+        elif node.op_type not in CONVERTERS and \
+                (why := _generic.refusal(node.op_type, opset or 0)) is not None:
+            problems.append((name, node.op_type, why))
     if problems:
-        raise unsupported_error(problems)
+        unsupported = {p[0] for p in problems}
+        constants = {i.name for i in graph.initializer}
+        inputs = [t for i, node in enumerate(graph.node) if (node.name or f"#{i}") in unsupported
+                  for t in node.input if t and t not in constants]
+        raise unsupported_error(problems, cut_hint(inputs))
 
 
 def _consumers(graph: onnx.GraphProto, name: str) -> str:
@@ -129,15 +159,18 @@ def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any],
 
 def load(model: str | os.PathLike | bytes | onnx.ModelProto,
          input_shapes: dict[str, Any] | None = None,
-         bind: dict[str, np.ndarray] | None = None) -> Any:
+         bind: dict[str, np.ndarray] | None = None,
+         outputs: list[str] | None = None) -> Any:
     """Import an ONNX model (path, bytes or ModelProto) into the fake-quant Relax form.
 
     ``input_shapes`` fixes dynamic input dimensions; ``bind`` turns graph inputs into
     constants (e.g. scales and zero points a model takes at run time, which canonqnn needs
-    at compile time).
+    at compile time); ``outputs`` names the tensors the module computes instead of the
+    model's outputs (the graph is cut there: e.g. before post-processing canonqnn cannot
+    import).
     """
     proto, base_dir = read_model(model)
-    graph = proto.graph
+    graph = proto.graph if outputs is None else cut_graph(proto.graph, outputs)
     opset = default_opset(proto)
     _prescan(graph, opset)
 
@@ -167,10 +200,10 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
     with bb.function("main", params):
         with bb.dataflow():
             for info, param in zip(inputs, params):
-                if info.dtype == "uint8":
+                if info.dtype in SIGNED:  # unsigned: held as the signed type, shifted
                     ctx.node_output = info.name
-                    values[info.name] = Value(expr=ctx.emit(qdq.uint8_to_int8(param)),
-                                              onnx_dtype="uint8")
+                    values[info.name] = Value(expr=ctx.emit(qdq.to_signed(param, info.dtype)),
+                                              onnx_dtype=info.dtype)
                 else:
                     values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
             try:
@@ -216,8 +249,7 @@ def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Val
         try:
             return _generic.fold(ctx, node, inputs)
         except Unsupported:
-            if node.op_type not in CONVERTERS:
-                raise
+            pass  # too large or not evaluable: the op runs at run time instead
     converter = CONVERTERS.get(node.op_type, _float_op)
     attrs = attributes(node)
     handling = QUANTIZED_INPUTS.get(node.op_type)
@@ -253,10 +285,11 @@ def _outputs(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value
             raise InvalidModelError(f"graph output {vi.name!r} is declared {dtype_name(declared)}, "
                                     f"but {producer} computes {value.onnx_dtype}")
         expr = ctx.expr(value)
-        if value.onnx_dtype == "uint8":
-            expr = ctx.emit(qdq.int8_to_uint8(expr))
+        if value.onnx_dtype in SIGNED:
+            expr = ctx.emit(qdq.to_unsigned(expr, value.onnx_dtype))
         lsb = None
-        if value.qparams is not None or value.onnx_dtype in ("int8", "uint8", "int32"):
+        if value.qparams is not None or value.onnx_dtype in ("int8", "uint8", "int16", "uint16",
+                                                             "int32"):
             lsb = 1.0
         elif value.dequantized is not None and value.dequantized.per_tensor:
             lsb = value.dequantized.scalar_scale

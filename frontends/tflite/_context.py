@@ -27,7 +27,11 @@ from canonqnn.qparams import QParams, uint8_to_int8
 from .reader import Operator, Tensor
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
-QUANTIZED_DTYPES = ("int8", "uint8")
+# Quantized activations: int8, uint8 and int16 (the 16x8 models of the converter's
+# EXPERIMENTAL_TFLITE_BUILTINS_ACTIVATIONS_INT16_WEIGHTS_INT8, zero point 0).
+QUANTIZED_DTYPES = ("int8", "uint8", "int16")
+# Quantized tensors canonqnn reads: those, and the int32 / int64 biases of the products.
+SIGNED_QUANTIZED_DTYPES = ("int8", "int16", "int32", "int64")
 
 
 class Unsupported(Exception):
@@ -38,7 +42,8 @@ class Unsupported(Exception):
 class Value:
     """One TFLite tensor as imported.
 
-    ``expr``: its Relax expression (int8 for quantized tensors, uint8 ones shifted by -128),
+    ``expr``: its Relax expression (int8 or int16 for quantized tensors, uint8 ones shifted by
+    -128),
     None for constants not yet materialized; ``const``: the numpy value of a constant (model
     layout and dtype); ``qparams``: int8-normalized parameters of a quantized tensor; ``dtype``:
     the model's dtype; ``nchw``: ``expr`` is the NCHW permutation of this 4-D NHWC tensor.
@@ -51,6 +56,9 @@ class Value:
     qparams: QParams | None = None
     nchw: bool = False
     dequantized_step: float | None = None  # a float output's quantization step (parity LSB)
+    # The model's tensor, for constants and variables: it keeps parameters QParams cannot
+    # (int16 tensors such as SVDF's time weights and an int8 LSTM's cell state)
+    tensor: Tensor | None = None
 
     @property
     def quantized(self) -> bool:
@@ -64,17 +72,18 @@ class Value:
 
 def tensor_qparams(t: Tensor, axis: int | None = None) -> QParams | None:
     """int8-normalized parameters of a quantized tensor (``axis`` overrides the per-channel
-    axis, for weights the frontend re-lays out)."""
+    axis, for weights the frontend re-lays out); int16 and int32 tensors keep their type, an
+    int64 bias is held as int32 (``canonqnn.qdq``, source_dtype "int64")."""
     if not t.quantized:
         return None
     zp = t.zero_point
     per_tensor = t.scale.size == 1
     if t.dtype == "uint8":
         zp = uint8_to_int8(zp).astype(np.int64)
-    elif t.dtype != "int8" and t.dtype != "int32":
+    elif t.dtype not in SIGNED_QUANTIZED_DTYPES:
         raise Unsupported(f"tensor {t.name!r} is quantized to {t.dtype}; canonqnn imports "
-                          "int8 and uint8 models")
-    dtype = "int32" if t.dtype == "int32" else "int8"
+                          "int8, uint8 and 16x8 (int16 activations) models")
+    dtype = {"uint8": "int8", "int64": "int32"}.get(t.dtype, t.dtype)
     if per_tensor:
         return QParams.make(t.scale.reshape(()), zp.reshape(()), None, dtype)
     return QParams.make(t.scale, zp, t.quantized_dimension if axis is None else axis, dtype)
@@ -139,8 +148,8 @@ class ImportContext:
         qp = tensor_qparams(out)
         if qp is None or out.dtype not in QUANTIZED_DTYPES:
             raise Unsupported(f"output {out.name!r} is {out.dtype}"
-                              f"{'' if qp is None else ' quantized'}; canonqnn imports int8 and "
-                              "uint8 operators")
+                              f"{'' if qp is None else ' quantized'}; canonqnn imports int8, "
+                              "uint8 and int16 operators")
         if not qp.per_tensor:
             raise Unsupported(f"output {out.name!r} is quantized per channel")
         expr = self.emit(qdq.quantize(real, qp, source_dtype=qdq.source_dtype(out.dtype),

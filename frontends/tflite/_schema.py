@@ -32,6 +32,7 @@ OPTIONS = {
     "FLOOR_DIV": "FloorDivOptions", "MAXIMUM": "MaximumMinimumOptions",
     "MINIMUM": "MaximumMinimumOptions", "ARG_MAX": "ArgMaxOptions", "TILE": "TileOptions",
     "GATHER_ND": "GatherNdOptions",
+    "UNIDIRECTIONAL_SEQUENCE_LSTM": "UnidirectionalSequenceLSTMOptions", "SVDF": "SVDFOptions",
     "LOGISTIC": None, "TANH": None, "RELU": None, "RELU6": None, "RELU_N1_TO_1": None,
 }
 

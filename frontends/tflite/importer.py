@@ -4,6 +4,8 @@ The importer reads the flatbuffer, checks every operator has a converter (report
 not at once), and converts the operators in order. Quantized tensors become int8 Relax values
 (uint8 ones shifted by -128, their quantize/dequantize calls saying so: ``canonqnn.qdq``); 4-D activations are held
 NCHW inside the module while its interface keeps the model's NHWC shapes, names and dtypes.
+16x8 models (int16 activations, int8 weights, int64 biases) import the same way, their int16
+tensors held as int16.
 The module records ``source="tflite"`` and ``rounding="q31_double"``: TFLite's reference
 kernels requantize with Q31 fixed-point multipliers and two roundings, ties away from zero.
 """
@@ -12,10 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from canonqnn import _tvm, qdq
-from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
+from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError, cut_hint
 from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
 
 from . import _fold, ops  # noqa: F401  (ops registers the converters)
@@ -23,19 +28,39 @@ from ._context import CONVERTERS, ImportContext, Unsupported, Value, tensor_qpar
 from .reader import Model, read_model
 
 SOURCE, ROUNDING = "tflite", "q31_double"
-SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
+SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "int32", "int64")
 
 
-def _error(problems) -> UnsupportedError:
-    return UnsupportedError(problems, source="TFLite")
+def _error(problems, hint: str = "") -> UnsupportedError:
+    return UnsupportedError(problems, source="TFLite", hint=hint)
 
 
 def _prescan(model: Model) -> None:
-    problems = [(f"#{op.index}", op.kind, "operator is not supported by canonqnn")
-                for op in model.operators
-                if op.kind not in CONVERTERS and op.kind not in _fold.FOLDERS and op.kind != "SHAPE"]
-    if problems:
-        raise _error(problems)
+    unsupported = [op for op in model.operators if op.kind not in CONVERTERS and
+                   op.kind not in _fold.FOLDERS and op.kind != "SHAPE"]
+    if unsupported:
+        inputs = [model.tensors[i].name for op in unsupported for i in op.inputs
+                  if i >= 0 and model.tensors[i].data is None]
+        raise _error([(op.label, op.kind, "operator is not supported by canonqnn")
+                      for op in unsupported], cut_hint(inputs))
+
+
+def cut_model(model: Model, outputs: list[str]) -> Model:
+    """``model`` computing the tensors named ``outputs`` only: the operators they depend on."""
+    index = {t.name: t.index for t in model.tensors}
+    missing = [name for name in outputs if name not in index]
+    if missing or not outputs:
+        raise InvalidModelError(f"cannot cut the model at {missing or outputs}: no such tensor"
+                                if missing else "no output tensor named")
+    producer = {i: op for op in model.operators for i in op.outputs}
+    needed, stack = set(), [index[name] for name in outputs]
+    while stack:
+        op = producer.get(stack.pop())
+        if op is not None and op.index not in needed:
+            needed.add(op.index)
+            stack.extend(i for i in op.inputs if i >= 0)
+    return replace(model, operators=[op for op in model.operators if op.index in needed],
+                   outputs=[index[name] for name in outputs])
 
 
 def _input_info(model: Model, index: int) -> TensorInfo:
@@ -47,15 +72,19 @@ def _input_info(model: Model, index: int) -> TensorInfo:
     return TensorInfo(t.name, t.dtype, t.shape)
 
 
-def load(model: str | os.PathLike | bytes) -> Any:
-    """Import a TFLite model (path or bytes) into the fake-quant Relax form."""
+def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> Any:
+    """Import a TFLite model (path or bytes) into the fake-quant Relax form; ``outputs`` names
+    the tensors the module computes instead of the model's outputs (the graph is cut there:
+    e.g. before a detector's TFLite_Detection_PostProcess)."""
     m = read_model(model)
+    if outputs is not None:
+        m = cut_model(m, outputs)
     _prescan(m)
     inputs = [_input_info(m, i) for i in m.inputs]
     values: dict[int, Value] = {}
     for t in m.tensors:
-        if t.data is not None:
-            values[t.index] = Value(t.dtype, t.shape, const=t.data, qparams=_qparams(t))
+        if t.data is not None or t.is_variable:
+            values[t.index] = _stored(t)
 
     bb = _tvm.BlockBuilder()
     params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
@@ -81,6 +110,19 @@ def load(model: str | os.PathLike | bytes) -> Any:
     io = ModelIO(source=SOURCE, inputs=inputs, outputs=out_infos, rounding=ROUNDING)
     mod = bb.get()
     return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
+
+
+def _stored(t) -> Value:
+    """A constant, or a variable tensor (a stateful operator's state) as every run starts it:
+    the interpreter fills an int8 variable with its zero point and others with 0, real 0
+    (the module is one run from that state). int16 ones (SVDF time weights, an LSTM's cell
+    state) have no QParams: converters reading them take the parameters from ``tensor``."""
+    data = t.data
+    if data is None:
+        fill = int(t.zero_point[0]) if t.quantized and t.dtype == "int8" else 0
+        data = np.full(t.shape, fill, np.dtype(t.dtype))
+    qparams = None if t.dtype == "int16" else _qparams(t)
+    return Value(t.dtype, t.shape, const=data, qparams=qparams, tensor=t)
 
 
 def _qparams(t):

@@ -3,12 +3,15 @@
     data = mobilenet_v1(alpha=0.25, size=96)          # bytes of a .tflite flatbuffer
     data = mobilenet_v2(size=96, dtype="uint8")
     data = classifier()
+    data = resnet(dtype="int16")                       # a 16x8 model
 
 Weights are seeded random (He-scaled), int8 symmetric per channel (uint8 models: per tensor,
-asymmetric, as old quantized MobileNets). Activation scales and zero points are calibrated: the
-network is built, run by the TFLite interpreter (reference kernels) on seeded inputs with every
-tensor kept, each activation's observed range refitted, and the network rebuilt, a few times.
-Calibration needs the interpreter (``ai-edge-litert``, in the tflite extra).
+asymmetric, as old quantized MobileNets). int16 models are TFLite's 16x8 form: int16
+activations with zero point 0, int8 weights, int64 biases, ADD with general scales. Activation
+scales and zero points are calibrated: the network is built, run by the TFLite interpreter
+(reference kernels) on seeded inputs with every tensor kept, each activation's observed range
+refitted, and the network rebuilt, a few times. Calibration needs the interpreter
+(``ai-edge-litert``, in the tflite extra).
 """
 
 from __future__ import annotations
@@ -77,9 +80,10 @@ class Net:
     def _bias(self, name: str, x: int, w_scale: np.ndarray) -> int:
         b_scale = (np.float32(self.scales[x]) * w_scale).astype(np.float32)
         b = self.rng.standard_normal(w_scale.size).astype(np.float32) * 0.1
-        q = np.round(b / b_scale).astype(np.int32)
+        bias_dtype = "int64" if self.dtype == "int16" else "int32"  # 16x8: int64 biases
+        q = np.round(b / b_scale).astype(bias_dtype)
         stored = b_scale[:1] if np.all(b_scale == b_scale[0]) else b_scale  # per tensor
-        return self.g.tensor(name, (w_scale.size,), "int32", q, stored,
+        return self.g.tensor(name, (w_scale.size,), bias_dtype, q, stored,
                              np.zeros(stored.size, np.int64))
 
     # -------------------------------------------------------------- layers
@@ -112,9 +116,11 @@ class Net:
         self.g.op("FULLY_CONNECTED", [x, wt, b], [y], fusedActivationFunction=act)
         return y
 
-    def add(self, a: int, b: int) -> int:
+    def add(self, a: int, b: int, act: str = "NONE") -> int:
         y = self.activation(self._name("add"), self.shapes[a])
-        self.g.op("ADD", [a, b], [y], fusedActivationFunction="NONE")
+        # the 16x8 converter's int16 ADD rescales generally (not by powers of two)
+        options = dict(potScaleInt16=False) if self.dtype == "int16" else {}
+        self.g.op("ADD", [a, b], [y], fusedActivationFunction=act, **options)
         return y
 
     def average_pool(self, x: int) -> int:
@@ -131,15 +137,41 @@ class Net:
         self.g.op("MEAN", [x, axes], [y], keepDims=False)
         return y
 
-    def reshape(self, x: int, shape) -> int:
+    def reshape(self, x: int, shape, shape_subgraph: bool = False) -> int:
+        """``shape_subgraph``: the target computed from the input's SHAPE, as today's converter
+        writes a reshape whose batch size was dynamic in Keras (SHAPE -> STRIDED_SLICE ->
+        PACK, the rest of the dimensions as REDUCE_PROD of constants)."""
         scale, zp = self.g.tensors[x].scale, self.g.tensors[x].zero_point
         name = self._name("reshape")
-        target = self.g.tensor(name + "_shape", (len(shape),), "int32",
-                               np.asarray(shape, np.int32))
+        if shape_subgraph:
+            target = self._shape_subgraph(x, name, shape)
+        else:
+            target = self.g.tensor(name + "_shape", (len(shape),), "int32",
+                                   np.asarray(shape, np.int32))
         y = self.g.tensor(name, shape, self.dtype, scale=scale, zero_point=zp)
         self.shapes[y], self.scales[y] = tuple(shape), self.scales[x]
         self.g.op("RESHAPE", [x, target], [y], newShape=list(shape))
         return y
+
+    def _shape_subgraph(self, x: int, name: str, shape) -> int:
+        def ints(suffix: str, values) -> int:
+            values = np.asarray(values, np.int32)
+            return self.g.tensor(f"{name}_{suffix}", values.shape, "int32", values)
+
+        full = self.g.tensor(f"{name}_input_shape", (len(self.shapes[x]),), "int32")
+        batch = self.g.tensor(f"{name}_batch", (), "int32")
+        rest = self.g.tensor(f"{name}_rest", (), "int32")
+        target = self.g.tensor(f"{name}_shape", (len(shape),), "int32")
+        self.g.op("SHAPE", [x], [full], outType=2)
+        self.g.op("STRIDED_SLICE", [full, ints("begin", [0]), ints("end", [1]),
+                                    ints("strides", [1])], [batch],
+                  beginMask=0, endMask=0, shrinkAxisMask=1)
+        self.g.op("REDUCE_PROD", [ints("dims", list(shape[1:])), ints("axis", [0])], [rest],
+                  keepDims=False)
+        if len(shape) != 2:
+            raise ValueError("the shape subgraph writes [batch, rest] targets")
+        self.g.op("PACK", [batch, rest], [target], valuesCount=2, axis=0)
+        return target
 
     def softmax(self, x: int) -> int:
         y = self.activation(self._name("softmax"), self.shapes[x], FIXED_OUTPUTS["SOFTMAX"])
@@ -153,7 +185,8 @@ def _calibrated(write: Callable[[Net], tuple[list[int], list[int]]], dtype: str,
 
     qparams: dict[str, tuple[float, int]] = {}
     rng = np.random.default_rng(seed + 1)
-    lo, hi = (0, 255) if dtype == "uint8" else (-128, 127)
+    info = np.iinfo(dtype)
+    lo, hi = int(info.min), int(info.max)
     feeds = [rng.integers(lo, hi + 1, input_shape).astype(dtype) for _ in range(2)]
     for _ in range(CALIBRATION_ROUNDS):
         net = Net(dtype, qparams, seed)
@@ -184,6 +217,8 @@ def _calibrated(write: Callable[[Net], tuple[list[int], list[int]]], dtype: str,
 
 def _fit(lo: float, hi: float, dtype: str) -> tuple[float, int]:
     lo, hi = min(lo, 0.0) * 1.1, max(hi, 0.0) * 1.1
+    if dtype == "int16":  # symmetric, zero point 0 (TFLite 16x8)
+        return float(np.float32(max(-lo, hi, 1e-3) / 32767)), 0
     scale = float(np.float32(max(hi - lo, 1e-3) / 255))
     qmin = 0 if dtype == "uint8" else -128
     zp = int(np.clip(round(qmin - lo / scale), qmin, qmin + 255))
@@ -191,10 +226,12 @@ def _fit(lo: float, hi: float, dtype: str) -> tuple[float, int]:
 
 
 def mobilenet_v1(alpha: float = 0.25, size: int = 96, num_classes: int = 16,
-                 dtype: str = "int8", seed: int = 0, features: bool = False) -> bytes:
+                 dtype: str = "int8", seed: int = 0, features: bool = False,
+                 shape_subgraph: bool = False) -> bytes:
     """MobileNet-V1: conv 3x3/2, 13 depthwise-separable blocks, global average pool, 1x1 conv
     logits, reshape, softmax (the layout of ``mobilenet_v1_{alpha}_{size}_quant``).
-    ``features`` adds the last feature map (before the pool) as a second output."""
+    ``features`` adds the last feature map (before the pool) as a second output;
+    ``shape_subgraph`` computes the reshape target as today's converter does (``Net.reshape``)."""
     blocks = [(64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), (512, 1), (512, 1),
               (512, 1), (512, 1), (512, 1), (1024, 2), (1024, 1)]
 
@@ -208,7 +245,7 @@ def mobilenet_v1(alpha: float = 0.25, size: int = 96, num_classes: int = 16,
         feature_map = y
         y = net.average_pool(y)
         y = net.conv(y, num_classes, 1, 1, act="NONE")
-        y = net.reshape(y, (1, num_classes))
+        y = net.reshape(y, (1, num_classes), shape_subgraph=shape_subgraph)
         return [x], [net.softmax(y)] + ([feature_map] if features else [])
 
     return _calibrated(write, dtype, seed, (1, size, size, 3))
@@ -259,5 +296,28 @@ def classifier(inputs: int = 64, hidden: tuple[int, ...] = (128, 64), num_classe
     return _calibrated(write, dtype, seed, (1, inputs))
 
 
+def resnet(size: int = 16, channels: int = 8, num_classes: int = 10, dtype: str = "int8",
+           seed: int = 0, features: bool = False) -> bytes:
+    """A small ResNet: conv 3x3 + RELU stem, two residual blocks (conv 3x3 + RELU, conv 3x3,
+    ADD + RELU) around a stride-2 conv that doubles the channels, fully connected logits on the
+    flattened map. ``dtype="int16"`` writes it as TFLite's 16x8 converter does (module doc);
+    ``features``: the last feature map as a second output."""
+
+    def block(net: Net, x: int) -> int:
+        c = net.shapes[x][3]
+        h = net.conv(x, c, 3, 1, act="RELU")
+        h = net.conv(h, c, 3, 1, act="NONE")
+        return net.add(x, h, act="RELU")
+
+    def write(net: Net):
+        x = net.activation("input", (1, size, size, 3))
+        y = block(net, net.conv(x, channels, 3, 1, act="RELU"))
+        y = block(net, net.conv(y, 2 * channels, 3, 2, act="RELU"))
+        flat = net.reshape(y, (1, int(np.prod(net.shapes[y]))))
+        return [x], [net.fully_connected(flat, num_classes)] + ([y] if features else [])
+
+    return _calibrated(write, dtype, seed, (1, size, size, 3))
+
+
 ARCHITECTURES = {"mobilenet_v1": mobilenet_v1, "mobilenet_v2": mobilenet_v2,
-                 "classifier": classifier}
+                 "classifier": classifier, "resnet": resnet}

@@ -24,6 +24,7 @@ class Tensor:
     scale: np.ndarray | None            # None: not quantized
     zero_point: np.ndarray | None
     quantized_dimension: int = 0
+    is_variable: bool = False           # a stateful operator's state (no data in the file)
 
     @property
     def quantized(self) -> bool:
@@ -37,6 +38,9 @@ class Operator:
     inputs: list[int]                   # -1 for an omitted optional input
     outputs: list[int]
     options: Any                        # the schema's options object, or None
+    # Tensors holding only quantization parameters of the operator's internal values (the
+    # int8 LSTM's gate and hidden scales)
+    intermediates: tuple[Tensor, ...] = ()
 
     @property
     def label(self) -> str:
@@ -93,8 +97,10 @@ def _read(m: Any, where: str) -> Model:
         kind = BUILTIN_NAMES.get(builtin, f"builtin {builtin}")
         if kind == "CUSTOM":
             kind = f"CUSTOM:{(code.CustomCode() or b'').decode(errors='replace')}"
+        intermediates = tuple(tensors[k] for k in _ints(op.IntermediatesAsNumpy()))
         operators.append(Operator(i, kind, _ints(op.InputsAsNumpy()),
-                                  _ints(op.OutputsAsNumpy()), _options(op, kind)))
+                                  _ints(op.OutputsAsNumpy()), _options(op, kind),
+                                  intermediates))
     return Model(tensors, operators, _ints(g.InputsAsNumpy()), _ints(g.OutputsAsNumpy()))
 
 
@@ -124,7 +130,7 @@ def _tensor(m: Any, t: Any, index: int) -> Tensor:
         zero_point = (np.asarray(q.ZeroPointAsNumpy(), np.int64).reshape(-1)
                       if q.ZeroPointLength() else np.zeros(scale.size, np.int64))
         qdim = int(q.QuantizedDimension())
-    return Tensor(index, name, shape, dtype, data, scale, zero_point, qdim)
+    return Tensor(index, name, shape, dtype, data, scale, zero_point, qdim, bool(t.IsVariable()))
 
 
 def _options(op: Any, kind: str) -> Any:

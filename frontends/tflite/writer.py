@@ -7,6 +7,10 @@
     g.op("CONV_2D", [x, w, b], [y], padding="SAME", strideH=1, strideW=1)
     data = g.finish(inputs=[x], outputs=[y])
 
+Stateful operators' state tensors are ``g.tensor(..., is_variable=True)`` (no data: the
+interpreter refuses variables with a buffer); operator intermediates (the int8 LSTM's internal
+quantization) are ``g.op(..., intermediates=[...])``.
+
 Option keyword names are the schema's field names (``strideH``, ``fusedActivationFunction``);
 enum values may be given by name (``padding="SAME"``, ``fusedActivationFunction="RELU6"``).
 """
@@ -34,6 +38,7 @@ class _Tensor:
     scale: np.ndarray | None
     zero_point: np.ndarray | None
     quantized_dimension: int
+    is_variable: bool = False
 
 
 class GraphWriter:
@@ -43,9 +48,13 @@ class GraphWriter:
         self.tensors: list[_Tensor] = []
         self.buffers: list[bytes] = [b""]  # buffer 0 is the empty sentinel
         self.operators: list[tuple[str, list[int], list[int], dict[str, Any]]] = []
+        self.intermediates: dict[int, list[int]] = {}  # operator position -> tensor indices
 
     def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None,
-               scale=None, zero_point=None, quantized_dimension: int = 0) -> int:
+               scale=None, zero_point=None, quantized_dimension: int = 0,
+               is_variable: bool = False) -> int:
+        if is_variable and data is not None:
+            raise ValueError(f"GraphWriter: variable tensor {name!r} cannot hold data")
         buffer = 0
         if data is not None:
             array = np.ascontiguousarray(np.asarray(data, dtype).reshape(shape))
@@ -59,14 +68,17 @@ class GraphWriter:
             np.atleast_1d(np.asarray(scale, np.float32)) if quant else None,
             np.broadcast_to(np.atleast_1d(np.asarray(zero_point, np.int64)),
                             np.atleast_1d(np.asarray(scale)).shape) if quant else None,
-            quantized_dimension))
+            quantized_dimension, is_variable))
         return len(self.tensors) - 1
 
-    def op(self, kind: str, inputs: list[int], outputs: list[int], **options: Any) -> None:
+    def op(self, kind: str, inputs: list[int], outputs: list[int],
+           intermediates: list[int] | None = None, **options: Any) -> None:
         if not hasattr(tflite.BuiltinOperator, kind):
             raise ValueError(f"GraphWriter: {kind} is not a TFLite builtin operator")
         if options and not OPTIONS.get(kind):
             raise ValueError(f"GraphWriter: no options table known for {kind}")
+        if intermediates:
+            self.intermediates[len(self.operators)] = list(intermediates)
         self.operators.append((kind, list(inputs), list(outputs), options))
 
     def finish(self, inputs: list[int], outputs: list[int], description: str = "canonqnn") \
@@ -74,8 +86,9 @@ class GraphWriter:
         b = flatbuffers.Builder(1024)
         codes = list(dict.fromkeys(kind for kind, *_ in self.operators))
         tensors = [self._write_tensor(b, t) for t in self.tensors]
-        operators = [self._write_operator(b, codes.index(kind), kind, ins, outs, opts)
-                     for kind, ins, outs, opts in self.operators]
+        operators = [self._write_operator(b, codes.index(kind), kind, ins, outs, opts,
+                                          self.intermediates.get(position))
+                     for position, (kind, ins, outs, opts) in enumerate(self.operators)]
         name = b.CreateString("main")
         sub_tensors = _table_vector(b, tflite.SubGraphStartTensorsVector, tensors)
         sub_ops = _table_vector(b, tflite.SubGraphStartOperatorsVector, operators)
@@ -136,18 +149,24 @@ class GraphWriter:
         tflite.TensorAddName(b, name)
         if quant is not None:
             tflite.TensorAddQuantization(b, quant)
+        if t.is_variable:
+            tflite.TensorAddIsVariable(b, True)
         return tflite.TensorEnd(b)
 
     def _write_operator(self, b: flatbuffers.Builder, opcode: int, kind: str, inputs, outputs,
-                        options: dict[str, Any]) -> int:
+                        options: dict[str, Any], intermediates: list[int] | None = None) -> int:
         table = OPTIONS.get(kind)
         opts = _write_options(b, table, options) if table else None
         ins = b.CreateNumpyVector(np.asarray(inputs, np.int32))
         outs = b.CreateNumpyVector(np.asarray(outputs, np.int32))
+        inter = b.CreateNumpyVector(np.asarray(intermediates, np.int32)) if intermediates \
+            else None
         tflite.OperatorStart(b)
         tflite.OperatorAddOpcodeIndex(b, opcode)
         tflite.OperatorAddInputs(b, ins)
         tflite.OperatorAddOutputs(b, outs)
+        if inter is not None:
+            tflite.OperatorAddIntermediates(b, inter)
         if opts is not None:
             tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, table))
             tflite.OperatorAddBuiltinOptions(b, opts)

@@ -131,10 +131,10 @@ def test_parity_exit_status_is_zero_when_exact(tmp_path):
     (lambda p: _save(_qdq_model(scale=0.0), p), "scale 0.0 is not a finite positive"),
     (lambda p: _save(_qdq_model(scale=-1.0), p), "scale -1.0 is not a finite positive"),
     (lambda p: _save(_qdq_model(scale=float("nan")), p), "scale nan is not a finite positive"),
-    (lambda p: _save(_qdq_model(zp_dtype=np.int16, opset=21), p), "int16"),
+    (lambda p: _save(_qdq_model(zp_dtype=np.int32, opset=21), p), "int32"),
     (lambda p: _save(_qdq_model(opset=21, dq_attrs={"block_size": 2}), p), "blocked"),
 ], ids=["not-onnx", "truncated", "unsupported-op", "zero-scale", "negative-scale", "nan-scale",
-        "int16", "blocked"])
+        "int32", "blocked"])
 def test_bad_input_is_one_clear_error_without_traceback(tmp_path, capsys, make, needle):
     path = tmp_path / "bad.onnx"
     make(path)
@@ -215,3 +215,14 @@ def test_tflite_model_converts_builds_and_passes_parity(tmp_path, capsys):
         ["OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)", "OpResolverType.BUILTIN)"]
     assert main(["parity", str(path), "--shape", "input=1x16"]) == EXIT_ERROR
     assert "apply to ONNX models only" in capsys.readouterr().err
+
+
+def test_outputs_cuts_the_model_for_every_command(tmp_path, capsys):
+    """--outputs names inner tensors: convert, inspect and parity work on the model up to them."""
+    path = _save(_qdq_model("Det"), tmp_path / "det.onnx")  # Det: neither canonqnn nor TVM
+    assert main(["convert", path, "-o", str(tmp_path / "m.json")]) == EXIT_ERROR
+    assert "--outputs xf" in capsys.readouterr().err
+    assert main(["convert", path, "--outputs", "xf", "-o", str(tmp_path / "m.json")]) == 0
+    assert main(["parity", path, "--outputs", "xf", "--runs", "1"]) == 0
+    assert main(["inspect", path, "--outputs", ","]) == EXIT_ERROR
+    assert "--outputs ','" in capsys.readouterr().err

@@ -15,6 +15,10 @@ CASES = {  # every network also outputs its last feature map: many more values c
                                                       features=True),
     "mobilenet_v2_int8": lambda: models.mobilenet_v2(size=64, features=True),
     "classifier_int8": lambda: models.classifier(features=True),
+    # As today's converter writes it: the logits' reshape target from SHAPE -> STRIDED_SLICE ->
+    # PACK and REDUCE_PROD, folded at import.
+    "mobilenet_v1_shape_subgraph_int8": lambda: models.mobilenet_v1(
+        alpha=0.25, size=64, features=True, shape_subgraph=True),
 }
 
 
@@ -27,3 +31,14 @@ def test_network_is_canonical_and_bit_exact_with_reference_kernels(case):
     if case.startswith("mobilenet_v2"):
         assert result.canonical_ops.get("add", 0) >= 3  # residual adds
     assert result.canonical_ops["softmax"] == 1
+
+
+@pytest.mark.parametrize("dtype", ["int16", "int8"])
+def test_resnet_with_residual_adds_is_canonical_and_bit_exact(dtype):
+    """A small ResNet; as int16, TFLite's 16x8 form (int16 activations, int8 weights, int64
+    biases, int16 residual ADD with general scales): every layer is a canonical int16 op."""
+    result = canonqnn.parity(models.resnet(dtype=dtype, features=True), runs=3)
+    assert result.float_islands == [], result.summary()
+    assert result.exact, result.summary()
+    assert result.canonical_ops["add"] == 2 and result.canonical_ops["conv2d"] == 6
+    assert result.canonical_ops["matmul"] == 1

@@ -1,5 +1,6 @@
-"""canonqnn.add / sub / mul with the Q31 roundings against the TFLite interpreter's reference
-kernels (ADD, SUB, MUL), their numpy references and their TVM builds: all three identical.
+"""canonqnn.add / sub / mul with the Q31 roundings, and canonqnn.squared_difference, against
+the TFLite interpreter's reference kernels (ADD, SUB, MUL, SQUARED_DIFFERENCE), their numpy
+references and their TVM builds: all three identical.
 
 TFLite tensors are NHWC; the canonical ops get the same data transposed to NCHW. uint8 models
 are compared on their int8 form (q - 128, zero points - 128).
@@ -244,3 +245,93 @@ def test_add_sub_refuse_parameters_tflite_aborts_on(kind):
     with pytest.raises(UnsupportedRounding, match="2\\^20"):
         canonical(kind, x, x, ((1.0, 0), (1.0, 0), (1e-7, 0)))
     canonical(kind, x, x, ((1.0, 0), (1.0, 0), (1e-7, 0)), rounding="rne_f32")  # fine there
+
+
+# ---------------------------------------------------------------- squared_difference (TFLite)
+def tflite_squared_difference(a, b, p):
+    """TFLite's int8 SQUARED_DIFFERENCE (no fused activation) on ``p`` as above."""
+    model = single_op("SQUARED_DIFFERENCE", [T(a.shape, "int8", *p[0]), T(b.shape, "int8", *p[1])],
+                      [T(np.broadcast_shapes(a.shape, b.shape), "int8", *p[2])])
+    return run_tflite(model, [a, b])[0]
+
+
+def squared_difference_params(rng):
+    """Random scales TFLite accepts: (2 * max(a_scale, b_scale))^2 < 2^14 * out_scale."""
+    sa, sb = (float(F32(v)) for v in np.exp(rng.uniform(-6, 0, 2)))
+    t = 2 * max(sa, sb)
+    so = float(F32(t * t / 2**14 * np.exp(rng.uniform(0.01, 8))))
+    za, zb, zo = (int(v) for v in rng.integers(-128, 128, 3))
+    return ((sa, za), (sb, zb), (so, zo))
+
+
+def squared_difference(x, y, p, act=(-128, 127)):
+    qa, qb, qo = (QParams.make(s, z) for s, z in p)
+    return elementwise.squared_difference(x, y, qa, qb, qo, act=act)
+
+
+# "ties": powers of two, every result is k^2 / 32 for an integer k (a half when k = 4 mod 8);
+# "saturating": an output scale at TFLite's limit, most squares clamp at 127; "unequal":
+# input scales 10x apart.
+SQUARED_DIFFERENCE_SETS = {
+    "ties": ((2.0 ** -4, 3), (2.0 ** -4, -7), (2.0 ** -3, -128)),
+    "saturating": ((0.1, -20), (0.08, 5), (float(F32(0.04 / 2**14 * 1.001)), -128)),
+    "unequal": ((0.0731, -12), (0.00713, 40), (0.0519, -100)),
+}
+
+
+def test_squared_difference_every_code_pair_matches_tflite_reference():
+    """Every (a, b) code pair, fixed and random parameters, plus an activation clamp (TFLite's
+    kernel has none: its output clamped to the bounds is the oracle there)."""
+    rng = np.random.default_rng(11)
+    cases = [(p, (-128, 127)) for p in SQUARED_DIFFERENCE_SETS.values()]
+    cases += [(squared_difference_params(rng), (-128, 127)) for _ in range(4)]
+    cases.append((SQUARED_DIFFERENCE_SETS["unequal"], (-90, 60)))
+    run_squared_difference_pairs(cases)
+
+
+@pytest.mark.slow
+def test_squared_difference_random_parameter_sweep_matches_tflite_reference():
+    rng = np.random.default_rng(13)
+    run_squared_difference_pairs([(squared_difference_params(rng), (-128, 127))
+                                  for _ in range(40)])
+
+
+def run_squared_difference_pairs(cases):
+    """``cases`` = [(p, (act_min, act_max))] on every code pair, in one build."""
+    a, b = all_pairs()
+    mod = MultiOp(lambda x, y: [squared_difference(x, y, p, act) for p, act in cases],
+                  {"a": (a.shape, "int8"), "b": (b.shape, "int8")})
+    for (p, act), ref, built in zip(cases, mod.references(a=a, b=b), mod.tvm(a=a, b=b)):
+        oracle = np.clip(tflite_squared_difference(a, b, p), *act).astype(np.int8)
+        assert_identical(oracle, ref, built, f"SQUARED_DIFFERENCE {p} {act}")
+
+
+def test_squared_difference_4d_broadcast_nhwc_matches_tflite_reference():
+    rng = np.random.default_rng(12)
+    shapes = list(SHAPES_4D.values())
+    data = [(rng.integers(-128, 128, sa).astype(np.int8), rng.integers(-128, 128, sb)
+             .astype(np.int8), squared_difference_params(rng)) for sa, sb in shapes]
+    feeds, inputs = {}, {}
+    for g, (a, b, _) in enumerate(data):
+        for name, v in ((f"a{g}", a), (f"b{g}", b)):
+            feeds[name] = np.ascontiguousarray(np.transpose(v, NHWC_TO_NCHW))
+            inputs[name] = (feeds[name].shape, "int8")
+    mod = MultiOp(lambda *vs: [squared_difference(vs[2 * g], vs[2 * g + 1], p)
+                               for g, (_, _, p) in enumerate(data)], inputs)
+    for (a, b, p), ref, built in zip(data, mod.references(**feeds), mod.tvm(**feeds)):
+        ref, built = (np.transpose(v, NCHW_TO_NHWC) for v in (ref, built))
+        assert_identical(tflite_squared_difference(a, b, p), ref, built,
+                         f"SQUARED_DIFFERENCE {a.shape} {b.shape}")
+
+
+def test_squared_difference_is_q31_double_only_and_refuses_what_tflite_aborts_on():
+    x = relax.Var("x", _tvm.tensor_type((4,), "int8"))
+    p = SQUARED_DIFFERENCE_SETS["ties"]
+    for rounding in ("rne_f32", "q31_single"):
+        qa, qb, qo = (QParams.make(s, z) for s, z in p)
+        with pytest.raises(UnsupportedRounding, match="implements q31_double"):
+            elementwise.squared_difference(x, x, qa, qb, qo, rounding=rounding)
+    # (2 * 0.1)^2 >= 2^14 * out_scale: TFLite's Prepare aborts the process
+    # (QuantizeMultiplierSmallerThanOneExp), so there is nothing to reproduce
+    with pytest.raises(UnsupportedRounding, match="2\\^14"):
+        squared_difference(x, x, ((0.1, 0), (0.08, 0), (0.04 / 2**14, 0)))

@@ -5,11 +5,18 @@ QLinearAdd like any other)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from _canonical import canonical_calls
 from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
+from canonqnn import _tvm, qdq
+from canonqnn._tvm import relax
+from canonqnn.io import IO_ATTR, ModelIO
+from canonqnn.qparams import QParams
 
 ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}
 
@@ -67,3 +74,39 @@ def test_row_vector_add_and_mul_fold_and_match_onnxruntime(dtype):
     b = np.random.default_rng(2).integers(0, 256, (1, 64)) - (0 if dtype == np.uint8 else 128)
     _check(binary_model("Add", (8, 64), b, dtype), "add")
     _check(binary_model("Mul", (8, 64), (1, 64), dtype), "mul")
+
+
+# ---------------------------------------------------------------- squared_difference (TFLite)
+def squared_difference_module(source: str = "tflite"):
+    """main(a, b) = q(square(dq(a) - dq(b))), the form the TFLite frontend writes for
+    SQUARED_DIFFERENCE, ``b`` broadcast along the last axis."""
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", _tvm.tensor_type((1, 8, 16), "int8"))
+    b = relax.Var("b", _tvm.tensor_type((1, 8, 1), "int8"))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            d = bb.emit(relax.op.subtract(bb.emit(qdq.dequantize(a, QParams.make(0.05, 3))),
+                                          bb.emit(qdq.dequantize(b, QParams.make(0.02, 8)))))
+            y = bb.emit(relax.op.square(d))
+            out = bb.emit_output(qdq.quantize(y, QParams.make(0.16, -128)))
+        bb.emit_func_output(out)
+    io = ModelIO(source, [], [], rounding="q31_double" if source == "tflite" else "rne_f32")
+    return bb.get().with_attr(IO_ATTR, json.dumps(io.to_json()))
+
+
+def test_square_of_a_difference_folds_into_squared_difference_under_q31_double():
+    mod, report = canonqnn.canonicalize(squared_difference_module())
+    assert dict(report.canonical_ops) == {"squared_difference": 1}, report.summary()
+    assert report.counts["squared_difference"] == 1 and not report.float_islands
+    [(name, attrs, _)] = canonical_calls(mod)
+    assert name == "squared_difference" and attrs["rounding"] == "q31_double"
+
+
+@pytest.mark.parametrize("source, numerics", [("tflite", "exact"), ("onnx", None)])
+def test_squared_difference_under_another_rounding_stays_float_with_the_reason(source, numerics):
+    _, report = canonqnn.canonicalize(squared_difference_module(source), numerics=numerics)
+    assert "squared_difference" not in report.canonical_ops
+    reasons = {i.op: i.reason for i in report.float_islands}
+    assert "TFLite's int8 SQUARED_DIFFERENCE kernel (rounding q31_double)" in \
+        reasons["relax.subtract"] and "rounding is rne_f32" in reasons["relax.subtract"]
+    assert "relax.square" in reasons  # the lut rule names it: two inputs, no table

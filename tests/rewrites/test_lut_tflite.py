@@ -54,6 +54,7 @@ KERNELS = {  # function -> (FQ body, output qparams, kernel parameters)
     "leaky_relu": (lambda bb, r: bb.emit(relax.op.nn.leakyrelu(r, 0.3)), OUT_QP,
                    {"alpha": float(np.float32(0.3))}),
     "hardswish": (hardswish, OUT_QP, {}),
+    "rsqrt": (lambda bb, r: bb.emit(relax.op.rsqrt(r)), OUT_QP, {}),
 }
 
 
@@ -95,7 +96,7 @@ def test_chain_that_is_no_tflite_kernel_declines(body, reason):
     assert "lut" not in report.canonical_ops
     reasons = [i.reason for i in report.float_islands]
     assert any(reason in r and "(its table kernels: gelu, gelu_tanh, hardswish, leaky_relu, "
-               "sigmoid, tanh)" in r for r in reasons), reasons
+               "rsqrt, sigmoid, tanh)" in r for r in reasons), reasons
 
 
 def test_parameters_the_tflite_kernel_refuses_decline_with_its_reason():
@@ -105,3 +106,9 @@ def test_parameters_the_tflite_kernel_refuses_decline_with_its_reason():
         mod, report = canonqnn.canonicalize(_fq(body, out_qp=out_qp))
         assert "lut" not in report.canonical_ops
         assert any(reason in i.reason for i in report.float_islands)
+
+
+def test_rsqrt_of_a_uint8_model_declines_tflite_has_no_such_kernel():
+    mod, report = canonqnn.canonicalize(_fq(KERNELS["rsqrt"][0], uint8=True))
+    assert "lut" not in report.canonical_ops
+    assert any("RSQRT has no uint8 kernel" in i.reason for i in report.float_islands)

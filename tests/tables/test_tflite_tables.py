@@ -18,18 +18,24 @@ F32 = np.float32
 BUILTINS = {
     "sigmoid": ("LOGISTIC", {}), "tanh": ("TANH", {}),
     "gelu": ("GELU", {"approximate": False}), "gelu_tanh": ("GELU", {"approximate": True}),
-    "leaky_relu": ("LEAKY_RELU", {}), "hardswish": ("HARD_SWISH", {}),
+    "leaky_relu": ("LEAKY_RELU", {}), "hardswish": ("HARD_SWISH", {}), "rsqrt": ("RSQRT", {}),
 }
 
 
 def interpreter_table(function: str, in_qp: QParams, out_qp: QParams, dtype: str = "int8",
                       alpha: float = 0.2) -> np.ndarray:
-    """The reference kernel's output for input codes -128..127 (uint8: 0..255), as int8 codes."""
+    """The reference kernel's output for input codes -128..127 (uint8: 0..255), as int8 codes.
+
+    RSQRT fails on codes below the input zero point: those are fed the zero point instead,
+    whose result (127) the table holds for them."""
     kind, options = BUILTINS[function]
     if function == "leaky_relu":
         options = {"alpha": alpha}
     shift = 128 if dtype == "uint8" else 0
-    x = (np.arange(-128, 128) + shift).astype(dtype).reshape(1, 256)
+    codes = np.arange(-128, 128)
+    if function == "rsqrt":
+        codes = np.maximum(codes, in_qp.scalar_zp)
+    x = (codes + shift).astype(dtype).reshape(1, 256)
     model = single_op(kind, [T((1, 256), dtype, in_qp.scalar_scale, in_qp.scalar_zp + shift)],
                       [T((1, 256), dtype, out_qp.scalar_scale, out_qp.scalar_zp + shift)],
                       **options)
@@ -66,8 +72,12 @@ def count_differences(function: str, dtype: str, n: int, seed: int, wide: bool) 
     return differing, compared
 
 
-@pytest.mark.parametrize("dtype", ["int8", "uint8"])
-@pytest.mark.parametrize("function", sorted(BUILTINS))
+# RSQRT has no uint8 kernel (test_rsqrt_is_int8_only_and_refuses_right_shifts_past_31)
+FUNCTION_DTYPES = [(f, d) for f in sorted(BUILTINS) for d in ("int8", "uint8")
+                   if (f, d) != ("rsqrt", "uint8")]
+
+
+@pytest.mark.parametrize("function, dtype", FUNCTION_DTYPES)
 def test_table_equals_the_reference_kernel_on_random_parameters(function, dtype):
     differing, compared = count_differences(function, dtype, 16, seed=len(function), wide=False)
     assert compared >= 8
@@ -75,8 +85,7 @@ def test_table_equals_the_reference_kernel_on_random_parameters(function, dtype)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("dtype", ["int8", "uint8"])
-@pytest.mark.parametrize("function", sorted(BUILTINS))
+@pytest.mark.parametrize("function, dtype", FUNCTION_DTYPES)
 def test_table_equals_the_reference_kernel_on_extreme_parameters_sweep(function, dtype):
     # scales 1e-8..100: overflowing LUT values, Q31 shifts >= 32, HARD_SWISH refusals
     differing, compared = count_differences(function, dtype, 400, seed=7, wide=True)
@@ -134,3 +143,32 @@ def test_refused_parameters_and_unknown_functions_raise_not_evaluable():
     with pytest.raises(NotEvaluable, match="not kernels"):
         kernel_table("onnx", "tanh", QParams.make(0.1, 0), QParams.make(0.1, 0))
     assert sorted(kernels("tflite")) == sorted(BUILTINS) and kernels("onnx") is None
+
+
+def test_rsqrt_inverse_square_root_is_tflites_newton_raphson_in_fixed_point():
+    """GetInvSqrtQuantizedMultiplierExp: m * 2^(shift - 31) is 1 / sqrt(v) within 2^-19
+    relative (five Newton steps from 1.0 do not fully converge), and 0 and 1 both give
+    (2^31 - 1, 0)."""
+    v = np.arange(0, 4096)
+    m, shift = tt.inv_sqrt_quantized_multiplier_exp(v)
+    assert (m[:2] == 2**31 - 1).all() and (shift[:2] == 0).all()
+    approx = m[2:] * 2.0 ** (shift[2:] - 31)
+    np.testing.assert_allclose(approx, 1 / np.sqrt(v[2:]), rtol=2.0**-19)
+    assert (shift <= 0).all()  # a right shift, as kReverseShift asks
+
+
+def test_rsqrt_is_int8_only_and_refuses_right_shifts_past_31():
+    in_qp, out_qp = QParams.make(0.02, -128), QParams.make(0.04, -110)
+    with pytest.raises(NotEvaluable, match="RSQRT has no uint8 kernel"):
+        kernel_table("tflite", "rsqrt", in_qp, out_qp, source_dtype="uint8")
+    with pytest.raises(RuntimeError, match="UINT8 is unsupported by op Rsqrt"):
+        interpreter_table("rsqrt", in_qp, out_qp, "uint8")
+    # sqrt(in) * out > 2^12: gemmlowp's RoundingDivideByPOT would shift by 32 or more (the
+    # interpreter then answers 127 everywhere, from undefined shifts)
+    with pytest.raises(NotEvaluable, match="shift right by 33 > 31"):
+        kernel_table("tflite", "rsqrt", QParams.make(630.0, 40), QParams.make(350.0, -128))
+
+
+def test_rsqrt_table_holds_127_at_and_below_the_zero_point():
+    table = kernel_table("tflite", "rsqrt", QParams.make(0.02, -20), QParams.make(0.04, -110))
+    assert (table[:128 - 20 + 1] == 127).all() and table[128 - 20 + 1] < 127

@@ -1,4 +1,4 @@
 """ONNX op converters, one module per family; importing registers them."""
 
-from . import (activation, elementwise, indexing, nn, normalization, qoperator, quant,  # noqa: F401
+from . import (activation, dynamic, elementwise, indexing, nn, normalization, qoperator, quant,  # noqa: F401
                resize, shape, softmax)

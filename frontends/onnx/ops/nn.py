@@ -42,7 +42,8 @@ def padding(attrs: dict, in_hw, kernel, strides, dilations) -> list[int]:
     return [begin[0], begin[1], end[0], end[1]]
 
 
-def conv(ctx: ImportContext, x: Value, w: Value, b: Value | None, attrs: dict) -> Value:
+def conv(ctx: ImportContext, x: Value, w: Value, b: Value | None, attrs: dict,
+         out_dtype: str | None = None) -> Value:
     _, _, h, wd = _spatial_2d(ctx, x, "Conv")
     o, _, kh, kw = ctx.shape(w)
     strides = list(attrs.get("strides", [1, 1]))
@@ -51,14 +52,16 @@ def conv(ctx: ImportContext, x: Value, w: Value, b: Value | None, attrs: dict) -
         raise Unsupported("kernel_shape disagrees with the weight shape")
     pads = padding(attrs, (h, wd), (kh, kw), strides, dilations)
     y = ctx.emit(relax.op.nn.conv2d(ctx.expr(x), ctx.expr(w), strides=strides, padding=pads,
-                                    dilation=dilations, groups=int(attrs.get("group", 1))))
+                                    dilation=dilations, groups=int(attrs.get("group", 1)),
+                                    out_dtype=out_dtype))
     if b is not None:
         y = ctx.emit(relax.op.add(y, ctx.emit(relax.op.reshape(ctx.expr(b), (1, o, 1, 1)))))
-    return Value(expr=y)
+    return Value(expr=y, onnx_dtype=out_dtype or "float32")
 
 
-def matmul(ctx: ImportContext, a: Value, b: Value) -> Value:
-    return Value(expr=ctx.emit(relax.op.matmul(ctx.expr(a), ctx.expr(b))))
+def matmul(ctx: ImportContext, a: Value, b: Value, out_dtype: str | None = None) -> Value:
+    return Value(expr=ctx.emit(relax.op.matmul(ctx.expr(a), ctx.expr(b), out_dtype=out_dtype)),
+                 onnx_dtype=out_dtype or "float32")
 
 
 def gemm(ctx: ImportContext, a: Value, b: Value, c: Value | None, attrs: dict) -> Value:

@@ -2,7 +2,8 @@
 
 uint8 operands are shifted to int8 as everywhere else. ``ConvInteger``/``MatMulInteger`` are
 the float op on scale-1 dequantizes followed by ``astype(int32)``: the exact integer
-accumulator (Relax's quantize has no int32 output), which the rewrites fold.
+accumulator (Relax's quantize has no int32 output), which the rewrites fold; with a zero point
+computed at run time (DynamicQuantizeLinear's) they are integer ops (``dynamic``).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from canonqnn._tvm import relax
 from canonqnn.qparams import QParams, product_scale
 
 from .._context import ImportContext, Unsupported, Value, onnx_op
-from . import nn
+from . import dynamic, nn
 from . import shape as shape_ops
 from .elementwise import binary
 from .quant import QUANTIZED_DTYPES, dequantize_value, quantize_value, read_qparams
@@ -232,6 +233,8 @@ def _accumulator(ctx: ImportContext, y: Value) -> Value:
 def conv_integer(ctx, node, inputs, attrs):
     """x zero point per tensor; w zero point per tensor or per output channel."""
     x, w, xz, wz = (inputs + [None, None])[:4]
+    if dynamic.runtime_zero_point(xz):
+        return [dynamic.conv_integer(ctx, x, w, xz, wz, attrs)]
     xf = _integer_operand(ctx, x, xz, 1, "x", per_tensor=True)
     wf = _integer_operand(ctx, w, wz, 0, "w")
     return [_accumulator(ctx, nn.conv(ctx, xf, wf, None, attrs))]
@@ -241,6 +244,8 @@ def conv_integer(ctx, node, inputs, attrs):
 def matmul_integer(ctx, node, inputs, attrs):
     """A zero point per tensor; B zero point per tensor or per column."""
     a, b, az, bz = (inputs + [None, None])[:4]
+    if dynamic.runtime_zero_point(az):
+        return [dynamic.matmul_integer(ctx, a, b, az, bz)]
     af = _integer_operand(ctx, a, az, -2, "A", per_tensor=True)
     bf = _integer_operand(ctx, b, bz, -1, "B")
     return [_accumulator(ctx, nn.matmul(ctx, af, bf))]

@@ -1,7 +1,8 @@
 """QuantizeLinear / DequantizeLinear (opsets 10-28) into the core's quantize/dequantize.
 
-Only int8/uint8 (and int32 DequantizeLinear) per-tensor or per-axis quantization with float32
-scales is imported; blocked, 16-bit, 4/2-bit and float8/float4/float6 variants are refused.
+int8/uint8, int16/uint16 (16-bit activations: the ops between stay float, as onnxruntime
+computes them) and int32 DequantizeLinear, per tensor or per axis, with float32 scales are
+imported; blocked, 4/2-bit and float8/float4/float6 variants are refused.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ import numpy as np
 
 from canonqnn import qdq
 from canonqnn.errors import InvalidModelError
-from canonqnn.qparams import QParams, check_scale, uint8_to_int8
+from canonqnn.qparams import SIGNED, QParams, as_signed, check_scale
 
 from .._context import ImportContext, Unsupported, Value, onnx_op
 
 QUANTIZED_DTYPES = ("int8", "uint8")
-ONNX_OUTPUT_DTYPE = {2: "uint8", 3: "int8"}  # QuantizeLinear output_dtype attribute (opset 21)
+SIXTEEN_BIT_DTYPES = ("int16", "uint16")  # QuantizeLinear / DequantizeLinear only
+# QuantizeLinear output_dtype attribute (opset 21)
+ONNX_OUTPUT_DTYPE = {2: "uint8", 3: "int8", 4: "uint16", 5: "int16"}
 
 
 def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | None, *,
@@ -42,8 +45,9 @@ def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | No
     dtype = dtype or zdtype
     if dtype != zdtype:
         raise Unsupported(f"{what} zero point type {zdtype} differs from the data type {dtype}")
-    if dtype not in QUANTIZED_DTYPES + ("int32",):
-        raise Unsupported(f"{dtype} quantization of {what} is not supported (int8/uint8 only)")
+    if dtype not in QUANTIZED_DTYPES + SIXTEEN_BIT_DTYPES + ("int32",):
+        raise Unsupported(f"{dtype} quantization of {what} is not supported (int8/uint8, "
+                          "int16/uint16 only)")
     if s.size == 1 and z.size == 1:
         return QParams.make(s.reshape(()), z.reshape(()), None, dtype).as_int8()
     if s.ndim > 1 or z.ndim > 1:
@@ -72,7 +76,7 @@ def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
     """``dequantize`` of an int8-held tensor (constants are shifted from uint8 here)."""
     _check_axis(ctx.shape(x), qp)
     if x.const is not None:
-        data = uint8_to_int8(x.const) if x.onnx_dtype == "uint8" else x.const
+        data = as_signed(x.const, x.onnx_dtype) if x.onnx_dtype in SIGNED else x.const
         expr = ctx.expr(Value(const=np.asarray(data, qp.dtype)))
     else:
         expr = ctx.expr(x)
@@ -91,9 +95,9 @@ def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -
 def dequantize_linear(ctx, node, inputs, attrs):
     _reject_blocked(attrs)
     x, scale, zp = (inputs + [None, None])[:3]
-    if x.onnx_dtype not in QUANTIZED_DTYPES + ("int32",):
+    if x.onnx_dtype not in QUANTIZED_DTYPES + SIXTEEN_BIT_DTYPES + ("int32",):
         raise Unsupported(f"DequantizeLinear of {x.onnx_dtype} data is not supported "
-                          "(int8/uint8/int32 only)")
+                          "(int8/uint8, int16/uint16, int32 only)")
     if attrs.get("output_dtype", 0) not in (0, 1):  # opset 23: 1 = FLOAT
         raise Unsupported(f"output_dtype {attrs['output_dtype']} is not supported (float32 only)")
     qp = read_qparams(ctx, scale, zp, axis=attrs.get("axis", 1), rank=max(len(ctx.shape(x)), 1),
@@ -118,8 +122,9 @@ def quantize_linear(ctx, node, inputs, attrs):
             raise Unsupported(f"output_dtype {attrs['output_dtype']} is not supported")
     if zp is not None:
         out_dtype = zp.onnx_dtype
-    if out_dtype not in (None,) + QUANTIZED_DTYPES:
-        raise Unsupported(f"QuantizeLinear to {out_dtype} is not supported (int8/uint8 only)")
+    if out_dtype not in (None,) + QUANTIZED_DTYPES + SIXTEEN_BIT_DTYPES:
+        raise Unsupported(f"QuantizeLinear to {out_dtype} is not supported (int8/uint8, "
+                          "int16/uint16 only)")
     qp = read_qparams(ctx, scale, zp, axis=attrs.get("axis", 1), rank=max(len(ctx.shape(x)), 1),
                       dtype=out_dtype, what="output")
     return [quantize_value(ctx, x, qp, out_dtype or "uint8")]

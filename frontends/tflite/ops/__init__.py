@@ -1,3 +1,4 @@
 """TFLite operator converters; importing this package registers them."""
 
-from . import activation, elementwise, indexing, nn, pool, quant, select, shape  # noqa: F401
+from . import (activation, elementwise, indexing, nn, pool, quant, recurrent,  # noqa: F401
+               select, shape)

@@ -1,5 +1,6 @@
 """Activations: fused ones (a float relu/clip before the output quantize) and the
-LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6, RELU_N1_TO_1 and SOFTMAX operators.
+LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6, RELU_N1_TO_1 and SOFTMAX operators,
+plus RSQRT, the other unary function TFLite computes as one int8 kernel.
 
 Each is written with the Relax op of the same meaning (HARD_SWISH as the same composite the
 ONNX frontend writes); the rewrites build its int8 table the way TFLite computes it.
@@ -70,6 +71,14 @@ def hard_swish_op(ctx, op, inputs, outputs):
         return ctx.emit(relax.op.multiply(x, ctx.emit(_tvm.clip_float(gate, 0.0, 1.0))))
 
     return _unary(ctx, inputs, outputs, hard_swish)
+
+
+@tflite_op("RSQRT")
+def rsqrt_op(ctx, op, inputs, outputs):
+    if inputs[0].dtype == "uint8":
+        raise Unsupported("RSQRT on uint8: TFLite's RSQRT kernel takes float32, int8 or int16 "
+                          "(the interpreter refuses this model)")
+    return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.rsqrt(x)))
 
 
 @tflite_op("RELU", "RELU6", "RELU_N1_TO_1")

@@ -5,6 +5,10 @@ Weights become int8 constants in Relax layouts (OIHW; IOHW for the transposed co
 under a dequantize along their output-channel axis. The int32 bias is dequantized with scale
 ``input_scale * weight_scale`` (per channel): TFLite adds the stored integers to its
 accumulator whatever scale the file records, and this is the scale that means the same.
+
+16x8 layers (int16 input and output, int8 weights) hold their int64 bias as an int32 constant
+whose dequantize carries ``source_dtype="int64"``: the bias's type is the accumulator's
+(docs/spec.md, conv2d), and Relax's dequantize takes no int64.
 """
 
 from __future__ import annotations
@@ -17,9 +21,13 @@ from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams, product_scale, uint8_to_int8
 
-from .._context import ImportContext, Unsupported, Value, constant, padding_2d, tflite_op
-from .._schema import PADDINGS
+from .._context import (ImportContext, Unsupported, Value, constant, padding_2d, tensor_qparams,
+                        tflite_op)
+from .._schema import DTYPES, PADDINGS
 from .activation import fused_activation
+
+NOT_SET = 0  # a quantized_bias_type of FLOAT32 (the schema's default) means "not given"
+INT32 = np.iinfo(np.int32)
 
 
 def _weight(ctx: ImportContext, w: Value, tensor_axis: int, layout: tuple[int, ...],
@@ -47,14 +55,44 @@ def _bias(ctx: ImportContext, b: Value | None, x_qp: QParams, w_qp: QParams, cha
     if b is None:
         return None
     data = constant(b, "bias")
-    if b.dtype != "int32" or data.size != channels:
+    dtype = "int64" if b.dtype == "int64" and x_qp.dtype == "int16" else "int32"
+    if b.dtype != dtype or data.size != channels:
         raise Unsupported(f"bias of type {b.dtype} with {data.size} values for {channels} "
-                          "channels (int32, one per output channel, required)")
+                          "channels (int32, or int64 for int16 input, one per output channel, "
+                          "required)")
+    if data.size and (data.min() < INT32.min or data.max() > INT32.max):
+        raise Unsupported("int64 bias values beyond the int32 range (the fake-quant form holds "
+                          "the bias as int32)")
     scale = product_scale(x_qp.scale, w_qp.scale).reshape(-1)
     qp = (QParams.make(scale[0], 0, None, "int32") if scale.size == 1 else
           QParams.make(scale, np.zeros(channels, np.int32), 0, "int32"))
-    real = ctx.emit(qdq.dequantize(_tvm.const(data.astype(np.int32).reshape(channels)), qp))
+    real = ctx.emit(qdq.dequantize(_tvm.const(data.astype(np.int32).reshape(channels)), qp,
+                                   source_dtype=qdq.source_dtype(dtype)))
     return ctx.emit(relax.op.reshape(real, shape)) if len(shape) != 1 else real
+
+
+def _check_16x8(op, x: Value, w_qp: QParams, b: Value | None, out) -> None:
+    """TFLite's 16x8 kernels (int16 input) ignore zero points, and read the bias as int64
+    unless the operator's ``quantized_bias_type`` says INT32 (DEPTHWISE_CONV_2D has no such
+    option and refuses int32). What they do otherwise is not reproduced: Unsupported."""
+    if x.dtype != "int16" or x.qparams is None:
+        return
+    out_qp = tensor_qparams(out)
+    if out.dtype != "int16" or out_qp is None:
+        raise Unsupported(f"int16 input with {out.dtype} output (16x8 kernels write int16)")
+    if x.qparams.scalar_zp != 0 or out_qp.scalar_zp != 0 or np.any(w_qp.zero_point):
+        raise Unsupported("16x8 layer with a non-zero zero point: TFLite's 16x8 kernels ignore "
+                          "zero points (the converter writes 0)")
+    if b is None:
+        return
+    code = getattr(op.options, "QuantizedBiasType", lambda: NOT_SET)()
+    declared = None if code == NOT_SET else DTYPES.get(code, str(code))
+    if b.dtype == "int32" and declared != "int32":
+        raise Unsupported(f"int32 bias on a 16x8 {op.kind} without quantized_bias_type INT32 "
+                          "(the interpreter reads it as int64, or refuses it)")
+    if declared not in (None, b.dtype):
+        raise Unsupported(f"{b.dtype} bias on a 16x8 {op.kind} whose quantized_bias_type is "
+                          f"{declared}")
 
 
 def _padding(opts) -> str:
@@ -78,6 +116,7 @@ def _conv(ctx, op, inputs, outputs, depthwise: bool):
             raise Unsupported(f"{c} input channels for a filter of {i}")
         groups = c // i
         wq, w_qp = _weight(ctx, w, 0, (0, 3, 1, 2), 0)
+    _check_16x8(op, x, w_qp, b, outputs[0])
     strides = (opts.StrideH(), opts.StrideW())
     dilation = (opts.DilationHFactor(), opts.DilationWFactor())
     pads = padding_2d(_padding(opts), (h, wd), (kh, kw), strides, dilation)
@@ -151,6 +190,7 @@ def fully_connected_op(ctx, op, inputs, outputs):
         raise Unsupported(f"input of {int(np.prod(x.shape))} elements is not rows of {k}")
     x2 = ctx.reshape(x, (rows, k))
     wq, w_qp = _weight(ctx, w, 0, (0, 1), 0)
+    _check_16x8(op, x, w_qp, b, outputs[0])
     y = ctx.emit(relax.op.matmul(ctx.dq(x2), ctx.emit(relax.op.permute_dims(wq, [1, 0])),
                                  out_dtype="float32"))
     bias = _bias(ctx, b, x.qparams, w_qp, units, (units,))

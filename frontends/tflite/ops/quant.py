@@ -18,7 +18,8 @@ def quantize_op(ctx, op, inputs, outputs):
         raise Unsupported(f"QUANTIZE of a {x.dtype} tensor")
     qp = tensor_qparams(out)
     if qp is None or out.dtype not in QUANTIZED_DTYPES or not qp.per_tensor:
-        raise Unsupported(f"QUANTIZE to {out.dtype} (int8 or uint8 per tensor required)")
+        raise Unsupported(f"QUANTIZE to {out.dtype} (int8, uint8 or int16 per tensor "
+                          "required)")
     expr = ctx.emit(qdq.quantize(ctx.expr(x), qp, source_dtype=qdq.source_dtype(out.dtype)))
     return [Value(out.dtype, out.shape, expr, qparams=qp, nchw=x.nchw)]
 
@@ -30,4 +31,7 @@ def dequantize_op(ctx, op, inputs, outputs):
         raise Unsupported(f"DEQUANTIZE of a {x.dtype} tensor (float16 weights are not "
                           "supported)")
     step = x.qparams.scalar_scale if x.qparams.per_tensor else None
+    # back in NHWC while still integer: the layout change is then a canonical transpose,
+    # not a float permutation after the dequantize
+    x = ctx.as_nhwc(x)
     return [replace(Value("float32", x.shape, ctx.dq(x), nchw=x.nchw), dequantized_step=step)]

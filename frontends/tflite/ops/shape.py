@@ -107,7 +107,8 @@ def strided_slice_op(ctx, op, inputs, outputs):
         return [_out(ctx, ctx.reshape(x, outputs[0].shape), outputs[0])]
     if not shrink:
         return [_slice(ctx, x, axes, b_out, e_out, s_out, outputs[0])]
-    full = _slice(ctx, x, axes, b_out, e_out, s_out, replace(outputs[0], shape=sliced_shape))
+    full = _slice(ctx, x, axes, b_out, e_out, s_out,
+                  replace(outputs[0], shape=tuple(sliced_shape)))
     return [ctx.reshape(full, outputs[0].shape)]
 
 

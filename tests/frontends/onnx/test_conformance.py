@@ -64,15 +64,11 @@ ORT_REFERENCE = {
 # no pattern is in scope. Kinds: "out of scope" (outside canonqnn's int8/uint8 op set),
 # "invalid" (not valid ONNX), "gap" (in scope per the corpus survey but not supported yet).
 REFUSED = [
-    (r"dynamicquantizelinear", "out of scope", UnsupportedError,
-     r"operator is not supported by canonqnn or TVM.s ONNX importer|output scale must be a "
-     r"constant", "DynamicQuantizeLinear (and its function expansion: ReduceMin/Max, Div, Round, Cast ...)"),
+    (r"dynamicquantizelinear\w*_expanded$", "out of scope", UnsupportedError,
+     r"output scale must be a constant", "DynamicQuantizeLinear (and its function expansion: ReduceMin/Max, Div, Round, Cast ...)"),
     (r"_blocked", "out of scope", UnsupportedError,
      r"blocked quantization \(block_size=2\) is not supported",
      "blocked quantization (ai.onnx 21+ block_size)"),
-    (r"quantizelinear_u?int16$", "out of scope", UnsupportedError,
-     r"u?int16 .*not supported|not supported .*u?int16",
-     "16-bit quantization"),
     (r"quantizelinear_(u?int4|u?int2|e4m3fn\w*|e5m2|float4e2m1)$", "out of scope",
      UnsupportedError,
      r"dtype TensorProto\.(U?INT4|U?INT2|FLOAT8E4M3FN|FLOAT8E5M2|FLOAT4E2M1) is not supported",

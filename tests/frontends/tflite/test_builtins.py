@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tflite import T, single_op
+from _tflite import T, run_tflite, single_op
 
 import canonqnn
+from canonqnn.errors import UnsupportedError
 from canonqnn.frontends.tflite.writer import GraphWriter
 
 RNG = np.random.default_rng(7)
@@ -244,6 +245,113 @@ def shape_subgraph_case():
     return g.finish([x], [y])
 
 
+def rsqrt_case(shape=(1, 4, 5, 6), in_zp=-128):
+    """TFLite's int8 RSQRT refuses inputs below the zero point; with zero point -128 (what the
+    converter gives a non-negative tensor) every code is valid and -128 reads as zero."""
+    return single_op("RSQRT", [q(shape, 0.02, in_zp)], [q(shape, 0.04, -110)])
+
+
+def squared_difference_case(b_shape, b_scale=0.05, b_zp=3):
+    return single_op("SQUARED_DIFFERENCE", [q((1, 4, 5, 6), 0.05, 3), q(b_shape, b_scale, b_zp)],
+                     [q((1, 4, 5, 6), 0.08, -128)])
+
+
+def keras_layer_norm_case():
+    """int8 layer normalization over the last axis as Keras 3 / TF 2.21's converter writes it
+    (gamma 1, beta 0): mean, variance = MEAN(SQUARED_DIFFERENCE(x, mean)), inv = RSQRT(variance
+    + epsilon), then x * inv - mean * inv."""
+    g = GraphWriter()
+    t = {name: g.tensor(name, shape, "int8", scale=scale, zero_point=zp) for name, shape, scale,
+         zp in (("x", (1, 8, 16), 0.05, 3), ("mean", (1, 8, 1), 0.02, 8),
+                ("squares", (1, 8, 16), 0.16, -128), ("variance", (1, 8, 1), 0.05, -128),
+                ("shifted", (1, 8, 1), 0.05, -128), ("inv", (1, 8, 1), 0.018, -128),
+                ("scaled", (1, 8, 16), 0.03, 0), ("mean_scaled", (1, 8, 1), 0.03, 0),
+                ("y", (1, 8, 16), 0.03, 0))}
+    axis = g.tensor("axis", (1,), "int32", np.array([2], np.int32))
+    epsilon = g.tensor("epsilon", (1,), "int8", np.array([127], np.int8), 1e-3 / 127, 0)
+    g.op("MEAN", [t["x"], axis], [t["mean"]], keepDims=True)
+    g.op("SQUARED_DIFFERENCE", [t["x"], t["mean"]], [t["squares"]])
+    g.op("MEAN", [t["squares"], axis], [t["variance"]], keepDims=True)
+    g.op("ADD", [t["variance"], epsilon], [t["shifted"]], fusedActivationFunction="NONE")
+    g.op("RSQRT", [t["shifted"]], [t["inv"]])
+    g.op("MUL", [t["x"], t["inv"]], [t["scaled"]], fusedActivationFunction="NONE")
+    g.op("MUL", [t["mean"], t["inv"]], [t["mean_scaled"]], fusedActivationFunction="NONE")
+    g.op("SUB", [t["scaled"], t["mean_scaled"]], [t["y"]], fusedActivationFunction="NONE")
+    return g.finish([t["x"]], [t["y"]])
+
+
+# ---------------------------------------------------------------- 16x8 (int16 activations)
+def q16(shape, scale):
+    """An int16 activation as the 16x8 converter writes it: zero point 0."""
+    return T(tuple(shape), "int16", np.float32(scale), 0)
+
+
+def bias16(n, x_scale, w, dtype="int64"):
+    scale = (np.float32(x_scale) * np.broadcast_to(w.scale, (n,))).astype(np.float32)
+    stored = scale[:1] if np.size(w.scale) == 1 else scale
+    return T((n,), dtype, stored, np.zeros(stored.size, np.int64),
+             RNG.integers(-40000, 40000, n).astype(dtype))
+
+
+INT32_BIAS_TYPE = 2  # tflite.TensorType.INT32: quantized_bias_type of an int32 16x8 bias
+
+
+def conv16_case(act="RELU", bias_dtype="int64"):
+    w = weights((8, 3, 3, 4), 0)
+    options = dict(quantizedBiasType=INT32_BIAS_TYPE) if bias_dtype == "int32" else {}
+    return single_op("CONV_2D", [q16((1, 9, 9, 4), 1 / 4096), w, bias16(8, 1 / 4096, w,
+                                                                       bias_dtype)],
+                     [q16((1, 5, 5, 8), 1 / 1024)],
+                     **dict(CONV, strideH=2, strideW=2, fusedActivationFunction=act), **options)
+
+
+def depthwise16_case():
+    w = weights((1, 3, 3, 8), 3)
+    return single_op("DEPTHWISE_CONV_2D", [q16((1, 8, 8, 4), 1e-3), w, bias16(8, 1e-3, w)],
+                     [q16((1, 6, 6, 8), 2e-3)],
+                     **dict(CONV, padding="VALID", depthMultiplier=2,
+                            fusedActivationFunction="RELU6"))
+
+
+def fully_connected16_case(bias_dtype="int64"):
+    """On a 4-D input of 4 rows, as FULLY_CONNECTED flattens it (NHWC order)."""
+    w = weights((10, 48), 0, per_channel=False)
+    options = dict(quantizedBiasType=INT32_BIAS_TYPE) if bias_dtype == "int32" else {}
+    return single_op("FULLY_CONNECTED", [q16((4, 2, 3, 8), 1 / 2048), w,
+                                         bias16(10, 1 / 2048, w, bias_dtype)],
+                     [q16((4, 10), 1 / 256)], fusedActivationFunction="RELU", **options)
+
+
+def quantize16_edges_case():
+    """float -> QUANTIZE (int16) -> CONV_2D 16x8 -> DEQUANTIZE -> float."""
+    g = GraphWriter()
+    x = g.tensor("x", (1, 6, 6, 3), "float32")
+    xq = g.tensor("xq", (1, 6, 6, 3), "int16", scale=1 / 4096, zero_point=0)
+    w = RNG.integers(-127, 128, (4, 1, 1, 3)).astype(np.int8)
+    ws = RNG.uniform(0.002, 0.02, 4).astype(np.float32)
+    wt = g.tensor("w", w.shape, "int8", w, ws, np.zeros(4, np.int64))
+    b = g.tensor("b", (4,), "int64", RNG.integers(-5000, 5000, 4),
+                 (np.float32(1 / 4096) * ws).astype(np.float32), np.zeros(4, np.int64))
+    y = g.tensor("y", (1, 6, 6, 4), "int16", scale=1 / 2048, zero_point=0)
+    out = g.tensor("out", (1, 6, 6, 4), "float32")
+    g.op("QUANTIZE", [x], [xq])
+    g.op("CONV_2D", [xq, wt, b], [y], **CONV)
+    g.op("DEQUANTIZE", [y], [out])
+    return g.finish([x], [out])
+
+
+def movement16_case(kind):
+    x = q16((1, 4, 4, 6), 1e-3)
+    if kind == "PAD":
+        pads = np.array([[0, 0], [1, 2], [0, 1], [0, 0]], np.int32)
+        return single_op("PAD", [x, T((4, 2), "int32", data=pads)], [q16((1, 7, 5, 6), 1e-3)])
+    if kind == "STRIDED_SLICE":
+        return single_op("STRIDED_SLICE", [x, ints([0, 1, 0, 2]), ints([1, 4, 3, 6]),
+                                           ints([1, 2, 1, 1])], [q16((1, 2, 3, 4), 1e-3)],
+                         beginMask=0, endMask=0, shrinkAxisMask=0)
+    return single_op("RESHAPE", [x, ints([1, 96])], [q16((1, 96), 1e-3)], newShape=[1, 96])
+
+
 CASES = {
     "conv2d_per_channel_same_stride2_relu6": lambda: conv_case(),
     "conv2d_valid_u8": lambda: conv_case("uint8", act="RELU", stride=1, padding="VALID"),
@@ -313,6 +421,24 @@ CASES = {
     "unpack": unpack_case,
     "gather_nd": gather_nd_case,
     "shape_subgraph_reshape": shape_subgraph_case,
+    "rsqrt": rsqrt_case,
+    "squared_difference_broadcast": lambda: squared_difference_case((1, 4, 5, 1)),
+    "squared_difference_input_scales": lambda: squared_difference_case((1, 4, 5, 6), 0.13, -20),
+    "keras_int8_layer_norm": keras_layer_norm_case,
+    "conv2d_16x8_per_channel_relu": conv16_case,
+    "conv2d_16x8_int32_bias": lambda: conv16_case("RELU6", "int32"),
+    "depthwise_16x8": depthwise16_case,
+    "fully_connected_16x8": fully_connected16_case,
+    "fully_connected_16x8_int32_bias": lambda: fully_connected16_case("int32"),
+    "quantize_16x8_requantizes": lambda: single_op("QUANTIZE", [q16((1, 4, 5, 6), 1 / 4096)],
+                                                   [q16((1, 4, 5, 6), 1e-3)]),
+    "quantize_dequantize_16x8_at_the_edges": quantize16_edges_case,
+    "pad_16x8": lambda: movement16_case("PAD"),
+    "strided_slice_16x8": lambda: movement16_case("STRIDED_SLICE"),
+    "reshape_16x8": lambda: movement16_case("RESHAPE"),
+    "add_16x8_broadcast_channels": lambda: single_op(
+        "ADD", [q16((1, 4, 4, 6), 1e-3), q16((6,), 2.0 ** -11)], [q16((1, 4, 4, 6), 3e-3)],
+        fusedActivationFunction="RELU", potScaleInt16=False),
 }
 
 
@@ -322,3 +448,66 @@ def test_builtin_is_bit_exact_with_tflite_reference_kernels(case):
     assert result.float_islands == [], result.summary()
     assert result.exact, result.summary()
     assert "reference kernels" in result.reference
+
+
+@pytest.mark.parametrize("in_zp", [-128, -20, 90])
+def test_rsqrt_is_bit_exact_on_every_code_from_the_zero_point_up(in_zp):
+    """Every input TFLite accepts, the zero point (zero: 127) included."""
+    codes = np.arange(in_zp, 128, dtype=np.int8)
+    x = np.resize(codes, 256).astype(np.int8).reshape(1, 256)
+    result = canonqnn.parity(rsqrt_case((1, 256), in_zp), {"in0": x})
+    assert result.float_islands == [], result.summary()
+    assert result.exact, result.summary()
+
+
+def test_rsqrt_below_the_zero_point_is_refused_by_tflite():
+    """TFLite raises on codes below the input zero point, so no result exists to match there;
+    canonqnn's table holds the kernel's value for zero (127), as docs/spec.md says."""
+    model = rsqrt_case((1, 2), -20)
+    with pytest.raises(RuntimeError, match="Rsqrt is only defined for positive values"):
+        run_tflite(model, [np.array([[-21, 0]], np.int8)])
+    built = canonqnn.build(canonqnn.canonicalize(canonqnn.load(model))[0])
+    np.testing.assert_array_equal(built.run({"in0": np.array([[-128, -21]], np.int8)})["out0"],
+                                  [[127, 127]])
+
+
+def test_unsupported_uint8_rsqrt_and_squared_difference_name_the_op():
+    for model, kind in ((single_op("RSQRT", [q((1, 4), 0.02, -128, "uint8")],
+                                   [q((1, 4), 0.04, -110, "uint8")]), "RSQRT"),
+                        (single_op("SQUARED_DIFFERENCE", [q((1, 4), 0.05, 3, "uint8")] * 2,
+                                   [q((1, 4), 0.08, -128, "uint8")]), "SQUARED_DIFFERENCE")):
+        with pytest.raises(UnsupportedError, match=rf"\(op {kind}\): {kind} on uint8"):
+            canonqnn.load(model)
+
+
+def test_16x8_int32_bias_without_its_declared_type_is_refused():
+    """Without quantized_bias_type INT32 the interpreter reads an int32 16x8 bias as int64 (its
+    results are then meaningless): canonqnn names the operator instead of matching them."""
+    w = weights((8, 3, 3, 4), 0)
+    model = single_op("CONV_2D", [q16((1, 9, 9, 4), 1 / 4096), w, bias16(8, 1 / 4096, w, "int32")],
+                      [q16((1, 9, 9, 8), 1 / 1024)], **CONV)
+    with pytest.raises(UnsupportedError, match=r"\(op CONV_2D\): int32 bias on a 16x8 CONV_2D"):
+        canonqnn.load(model)
+
+
+def test_16x8_ops_without_a_canonical_int16_kernel_are_named_float_islands():
+    """int16 MUL and LOGISTIC (kernels of their own) stay float, named, never folded into an
+    int8 kernel."""
+    for model, op in ((single_op("MUL", [q16((1, 4, 4, 6), 1e-3), q16((1, 4, 4, 6), 2e-3)],
+                                 [q16((1, 4, 4, 6), 3e-3)], fusedActivationFunction="NONE"),
+                       "relax.multiply"),
+                      (single_op("LOGISTIC", [q16((1, 4, 4, 6), 1e-3)],
+                                 [q16((1, 4, 4, 6), 1 / 32768)]), "relax.sigmoid")):
+        _, report = canonqnn.canonicalize(canonqnn.load(model))
+        assert [i.op for i in report.float_islands] == [op], report.summary()
+        assert "TFLite 16x8" in report.float_islands[0].reason
+
+
+def test_16x8_add_with_power_of_two_scales_is_refused():
+    """pot_scale_int16 (true unless the model says false) with power-of-two scales runs
+    TFLite's power-of-two int16 ADD, another arithmetic than the general one canonqnn.add
+    reproduces."""
+    model = single_op("ADD", [q16((1, 4, 6), 2.0 ** -12), q16((1, 4, 6), 2.0 ** -11)],
+                      [q16((1, 4, 6), 2.0 ** -10)], fusedActivationFunction="NONE")
+    with pytest.raises(UnsupportedError, match=r"\(op ADD\): int16 ADD with power-of-two"):
+        canonqnn.load(model)

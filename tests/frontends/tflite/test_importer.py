@@ -108,3 +108,21 @@ def test_not_a_tflite_model():
         tflite.load(b"\x00" * 64)
     with pytest.raises(InvalidModelError, match="no such file"):
         tflite.load("/nonexistent/model.tflite")
+
+
+def test_cut_converts_up_to_the_named_tensor_before_an_unsupported_operator():
+    """A detector's TFLite_Detection_PostProcess (a custom operator) at the end: the error says
+    where to cut, and the cut model converts and matches the interpreter there."""
+    import canonqnn
+
+    g = GraphWriter()
+    x = g.tensor("x", (1, 8), "int8", scale=0.05, zero_point=3)
+    y = g.tensor("y", (1, 8), "int8", scale=1 / 256, zero_point=-128)
+    z = g.tensor("z", (1, 8), "float32")
+    g.op("LOGISTIC", [x], [y])
+    g.op("EXP", [y], [z])
+    model = g.finish([x], [z])
+    with pytest.raises(UnsupportedError, match="--outputs y "):
+        tflite.load(model)
+    assert [o.name for o in module_io(tflite.load(model, outputs=["y"])).outputs] == ["y"]
+    assert canonqnn.parity(model, outputs=["y"]).exact
