@@ -140,15 +140,16 @@ def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True,
 
 
 def unary_chain(ctx: Context, call: Any, op: str, *, activation: bool,
-                moves_int16: bool = False):
+                int16: bool = False):
     """``(out, act, inner, x, at)`` for ``q([act](op(dq(x))))`` with per-tensor int8 ``x``;
     a Decline when the chain is there but cannot fold; None when it is not there.
 
     ``activation`` allows a relu/clip between ``op`` and the quantize; ``at`` is ``op``'s value.
-    ``moves_int16``: ``op`` moves data, so int16 in and out is folded too where the run
-    folds int16 (``sixteen_bit``); input and output then have the same dtype.
+    ``int16``: ``op`` has a TFLite 16x8 kernel (data movement, MEAN), so int16 in and out is
+    folded too where the run folds int16 (``sixteen_bit``); input and output then have the
+    same dtype.
     """
-    dtypes = ("int8", *sixteen_bit(ctx)) if moves_int16 else ("int8",)
+    dtypes = ("int8", *sixteen_bit(ctx)) if int16 else ("int8",)
     m = quantized_op(ctx, call, op, activation=activation, dtypes=dtypes)
     if not isinstance(m, tuple):
         return m

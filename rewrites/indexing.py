@@ -174,7 +174,7 @@ def _canonical_slice(inner: Any, x, at: Any, dtypes: tuple[str, ...] = ("int8",)
 
 
 def fold_strided_slice(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, SLICE, activation=True, moves_int16=True)
+    m = unary_chain(ctx, call, SLICE, activation=True, int16=True)
     if not isinstance(m, tuple):
         return m
     out, act, inner, x, at = m

@@ -42,9 +42,10 @@ SIXTEEN_BIT = ("16-bit quantization: onnxruntime computes the ops between 16-bit
                "DequantizeLinear and QuantizeLinear in float, and so does the build "
                "(docs/parity.md)")
 TFLITE_SIXTEEN_BIT = ("TFLite 16x8: canonqnn implements the int16 kernels of CONV_2D, "
-                      "DEPTHWISE_CONV_2D, FULLY_CONNECTED, QUANTIZE and data movement (RESHAPE, "
-                      "TRANSPOSE, PAD, STRIDED_SLICE) only; this int16 op runs in float between "
-                      "its dequantize and quantize (docs/declined-ops.md)")
+                      "DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN, SOFTMAX, LOGISTIC, TANH, "
+                      "LEAKY_RELU, QUANTIZE and data movement (RESHAPE, TRANSPOSE, PAD, "
+                      "STRIDED_SLICE) only; this int16 op runs in float between its dequantize "
+                      "and quantize (docs/declined-ops.md)")
 
 
 def name_island(ctx: Context, call: Any):

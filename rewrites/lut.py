@@ -16,7 +16,9 @@ exact wherever that arithmetic is reproducible (docs/spec.md, ``## lut``).
 Sources whose runtime computes each elementwise builtin as one kernel (``tables.kernels``:
 TFLite) have no float chain to follow: there the chain must be exactly the form the frontend
 writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``, or the hard-swish composite),
-and the table is that kernel's (``tables.kernel_table``); any other chain declines.
+and the table is that kernel's (``tables.kernel_table``); any other chain declines. Those
+chains may be int16 -> int16 too (TFLite's 16x8 LEAKY_RELU, LOGISTIC, TANH): the table then has
+an entry per int16 code.
 
 Chains of relu/clip only are left to the requantize rule (an integer clamp, an earlier phase).
 """
@@ -34,7 +36,7 @@ from canonqnn.ops import lut as lut_op
 from canonqnn.qdq import QUANTIZE, QdqCall, read_quantize
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, per_tensor_int8
+from ._match import dequantized, per_tensor_int8, sixteen_bit
 
 CLAMPS = frozenset({"relax.nn.relu", "relax.clip"})
 # Float elementwise Relax ops: a chain through one of them is this rule's pattern, folded when
@@ -70,16 +72,17 @@ class _Graph:
     uses: Counter = field(default_factory=Counter)            # uses of each var inside g
 
 
-def _collect(ctx: Context, root: Any) -> _Graph | None:
+def _collect(ctx: Context, root: Any, dtypes: tuple[str, ...]) -> _Graph | None:
     """``g`` below ``root``, or None when something in it is not an elementwise op, a
-    constant or a dequantize (then the chain is not this rule's pattern)."""
+    constant or a dequantize of one of ``dtypes`` (then the chain is not this rule's
+    pattern)."""
     graph, stack, seen = _Graph(root), [root], set()
     while stack:
         expr = stack.pop()
         if expr in seen or _tvm.is_const(expr):
             continue
         seen.add(expr)
-        parsed = dequantized(ctx, expr)
+        parsed = dequantized(ctx, expr, dtypes)
         if parsed is not None:
             (graph.consts if _tvm.is_const(parsed.operand) else graph.leaves)[expr] = parsed
             continue
@@ -94,7 +97,7 @@ def _collect(ctx: Context, root: Any) -> _Graph | None:
     return graph
 
 
-def _check(ctx: Context, graph: _Graph) -> Decline | None:
+def _check(ctx: Context, graph: _Graph, dtype: str) -> Decline | None:
     """Why ``g`` cannot become a table (None when it can)."""
     for var, call in graph.ops.items():
         if _tvm.dtype_of(var) not in FLOAT_RESULT:
@@ -110,7 +113,7 @@ def _check(ctx: Context, graph: _Graph) -> Decline | None:
         return Decline(f"the float chain reads {len(inputs)} quantized tensors; a table maps "
                        "exactly one", graph.root)
     x = next(iter(graph.leaves.values()))
-    return per_tensor_int8(x, "input", graph.root)
+    return per_tensor_int8(x, "input", graph.root, (dtype,))
 
 
 def _qp_key(parsed: QdqCall) -> tuple:
@@ -219,7 +222,7 @@ def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
         names = ", ".join(sorted(tables.kernels(ctx.source)))
         return Decline(f"{ctx.source} has no kernel computing {_describe(graph, graph.root)} "
                        f"(its table kernels: {names}); the chain stays float", graph.root)
-    if (why := per_tensor_int8(out, "output", graph.root)) is not None:
+    if (why := per_tensor_int8(out, "output", graph.root, (out.qparams.dtype,))) is not None:
         return why
     x = next(iter(graph.leaves.values()))
     source_dtype = x.source_dtype
@@ -237,15 +240,18 @@ def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
 
 def fold_lut(ctx: Context, call: Any):
     out = read_quantize(call)
-    if out is None or out.qparams.dtype != "int8":
+    # int16 -> int16: the tables of TFLite's 16x8 kernels (65,536 entries), not float chains
+    kernel_source = tables.kernels(ctx.source) is not None
+    dtypes = ("int8", *sixteen_bit(ctx)) if kernel_source else ("int8",)
+    if out is None or out.qparams.dtype not in dtypes:
         return None
-    graph = _collect(ctx, out.operand)
+    graph = _collect(ctx, out.operand, ("int8", "int32", out.qparams.dtype))
     if graph is None or not graph.leaves or set(map(_tvm.op_name, graph.ops.values())) <= CLAMPS:
         return None  # not a function of a quantized tensor, or a clamp (requantize's)
-    if (why := _check(ctx, graph)) is not None:
+    if (why := _check(ctx, graph, out.qparams.dtype)) is not None:
         return why
     ctx.numerics.require("tables", ("x86", "tflite"), "its lookup-table functions")
-    if tables.kernels(ctx.source) is not None:
+    if kernel_source:
         return _fold_kernel(ctx, graph, out)
     for var, op in graph.ops.items():
         if not tables.evaluates(ctx.source, _tvm.op_name(op)):

@@ -40,7 +40,7 @@ def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=None):
 
 
 def fold_reshape(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, RESHAPE, activation=False, moves_int16=True)
+    m = unary_chain(ctx, call, RESHAPE, activation=False, int16=True)
     if not isinstance(m, tuple):
         return m
     out, _, inner, x, _ = m
@@ -56,7 +56,7 @@ def _permutation(permute: Any) -> list[int]:
 
 
 def fold_transpose(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, PERMUTE, activation=False, moves_int16=True)
+    m = unary_chain(ctx, call, PERMUTE, activation=False, int16=True)
     if not isinstance(m, tuple):
         return m
     out, _, inner, x, _ = m

@@ -6,6 +6,7 @@
       (GlobalAveragePool: onnxruntime fuses it into its integer QLinearGlobalAveragePool)
     q(act(divide(sum(dq(x), axes), count)))      -> canonqnn.reduce_mean
       (ReduceMean: onnxruntime runs it in float; the op reproduces its summation order)
+      (both also int16 -> int16 under the Q31 roundings: TFLite 16x8 MEAN)
     q(max_pool2d(dq(x)))                         -> canonqnn.max_pool2d [-> requantize]
 """
 
@@ -20,15 +21,17 @@ from canonqnn.ops import movement, pool
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, output, per_tensor_int8, strip_activation, unary_chain
+from ._match import (INT8_OR_INT32, dequantized, output, per_tensor_int8, sixteen_bit,
+                     strip_activation, unary_chain)
 
 AVG, MEAN, MAX = "relax.nn.avg_pool2d", "relax.mean", "relax.nn.max_pool2d"
 SUM, DIVIDE = "relax.sum", "relax.divide"
 
 
-def _single_input(ctx: Context, call: Any, op: str):
-    """``(out, act, pool_call, x, at)`` for q(act(op(dq(x)))) in NCHW, or a Decline / None."""
-    m = unary_chain(ctx, call, op, activation=True)
+def _single_input(ctx: Context, call: Any, op: str, int16: bool = False):
+    """``(out, act, pool_call, x, at)`` for q(act(op(dq(x)))) in NCHW, or a Decline / None;
+    ``int16``: int16 in and out too (TFLite 16x8 MEAN)."""
+    m = unary_chain(ctx, call, op, activation=True, int16=int16)
     if not isinstance(m, tuple):
         return m
     layouts = _tvm.attrs_dict(m[2])
@@ -58,7 +61,7 @@ def fold_avg_pool(ctx: Context, call: Any):
 
 
 def fold_mean(ctx: Context, call: Any):
-    m = _single_input(ctx, call, MEAN)
+    m = _single_input(ctx, call, MEAN, int16=True)
     if not isinstance(m, tuple):
         return m
     out, act, inner, x, at = m
@@ -74,8 +77,9 @@ def fold_mean(ctx: Context, call: Any):
 
 
 def fold_reduce_mean(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
+    dtypes = ("int8", *sixteen_bit(ctx))  # int16: TFLite 16x8 MEAN
+    out = output(call, dtypes)
+    if out is None or out.qparams.dtype not in dtypes:
         return None
     y, act = strip_activation(ctx, out.operand)
     div = ctx.call(y, DIVIDE)
@@ -84,10 +88,10 @@ def fold_reduce_mean(ctx: Context, call: Any):
         return None
     if not (ctx.single_use(y) and ctx.single_use(div.args[0])):
         return Decline("the float result has other users", y)
-    x = dequantized(ctx, total.args[0])
+    x = dequantized(ctx, total.args[0], (*INT8_OR_INT32, out.qparams.dtype))
     if x is None:
-        return Decline("input is not dequantized from int8", y)
-    if (why := per_tensor_int8(x, "input", y)) is not None:
+        return Decline(f"input is not dequantized from {out.qparams.dtype}", y)
+    if (why := per_tensor_int8(x, "input", y, (out.qparams.dtype,))) is not None:
         return why
     shape = _tvm.shape_of(x.operand)
     a = _tvm.attrs_dict(total)

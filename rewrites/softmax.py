@@ -18,7 +18,8 @@ TFLite-source modules (rounding q31_*) hold SOFTMAX in the frontend's form
     q(softmax(dq(x), axis))  or  q(softmax(multiply(dq(x), f32 beta), axis))  -> canonqnn.softmax
 
 (axis: the last one, or 1 of an NCHW tensor; the op runs along any single axis), with
-TFLite's gemmlowp arithmetic and ``beta``. Groups TFLite's kernel refuses decline, named.
+TFLite's gemmlowp arithmetic and ``beta``; int16 -> int16 (16x8 models) with TFLite's int16
+kernel. Groups TFLite's kernel refuses decline, named.
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from canonqnn.ops import softmax as softmax_op
 from canonqnn.qdq import QUANTIZE
 
 from ._engine import Context, Decline, Rule
-from ._match import CLIP, FULL_RANGE, RELU, Activation, dequantized, output, per_tensor_int8
+from ._match import (CLIP, FULL_RANGE, INT8_OR_INT32, RELU, Activation, dequantized, output,
+                     per_tensor_int8, sixteen_bit)
 
 SOFTMAX, RESHAPE, MULTIPLY = "relax.nn.softmax", "relax.reshape", "relax.multiply"
 UNFUSED = "onnxruntime does not fuse this group into QLinearSoftmax (it runs float Softmax " \
@@ -108,11 +110,16 @@ def fold_tflite_softmax(ctx: Context, out: Any):
         return Decline("the softmax result has other users (TFLite's SOFTMAX writes only the "
                        "quantized result)", at)
     operand, beta = _beta_product(ctx, inner.args[0])
-    x = dequantized(ctx, operand)
+    dtype = out.qparams.dtype
+    x = dequantized(ctx, operand, (*INT8_OR_INT32, dtype))
     if x is None:
-        return Decline("input is not dequantized from int8 (times a float32 beta)", at)
-    if (why := per_tensor_int8(x, "input", at)) is not None:
+        return Decline(f"input is not dequantized from {dtype} (times a float32 beta)", at)
+    if (why := per_tensor_int8(x, "input", at, (dtype,))) is not None:
         return why
+    axis = int(_tvm.attrs_dict(inner)["axis"])
+    if dtype == "int16":  # TFLite 16x8 SOFTMAX; the op checks its output parameters
+        return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis,
+                                  rounding=ctx.rounding, beta=beta)
     source = x.source_dtype
     if source != ctx.source_dtype():
         return Decline(f"TFLite's 8-bit SOFTMAX needs one type: {source} input, "
@@ -122,14 +129,13 @@ def fold_tflite_softmax(ctx: Context, out: Any):
     if not np.float32(beta) * np.float64(x.qparams.scalar_scale) * 2.0 ** 26 > 1.0:
         return Decline(f"TFLite's SOFTMAX requires in_scale * beta * 2^26 > 1 (in_scale "
                        f"{x.qparams.scalar_scale!r}, beta {beta!r})", at)
-    axis = int(_tvm.attrs_dict(inner)["axis"])
     return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source,
                               rounding=ctx.rounding, beta=beta)
 
 
 def fold_softmax(ctx: Context, call: Any):
-    out = output(call)
-    if out is None or out.qparams.dtype != "int8":
+    out = output(call, ("int8", *sixteen_bit(ctx)))
+    if out is None or out.qparams.dtype not in ("int8", *sixteen_bit(ctx)):
         return None
     if ctx.source == "tflite":
         return fold_tflite_softmax(ctx, out)

@@ -29,6 +29,10 @@ Rounding q31_double / q31_single (TFLite reference kernels; the two differ only 
         (m', s') = mean_multiplier(x_scale, out_scale, n)        (qparams.py)
         y = clamp(MBQM(sum(x) - x_zp * n, m', s') + out_zp, act)
 global_avg_pool2d takes either, named by ``q31_kernel`` ("average_pool" | "mean").
+
+int16 (TFLite 16x8 MEAN: zero points 0, an int32 sum, the same ``mean`` arithmetic with int16
+saturation; measured bit-exact): global_avg_pool2d with ``q31_kernel`` "mean" and reduce_mean
+under the Q31 roundings; the output has the input's dtype.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx, topi
 from ..qparams import QParams, mean_multiplier
+from ._dtypes import check_activation_dtype
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
@@ -84,10 +89,20 @@ def check_q31_average(op: str, x_qp: QParams, out_qp: QParams, rounding: str) ->
             f"(got {x_qp} -> {out_qp})")
 
 
-def check_q31_count(op: str, count: int, rounding: str) -> None:
-    if rounding in Q31_ROUNDINGS and 255 * count > 2**31 - 1:
-        raise UnsupportedRounding(f"canonqnn.{op}: a sum of {count} int8 values can overflow "
+def check_q31_count(op: str, count: int, rounding: str, dtype: str = "int8") -> None:
+    largest = 255 if dtype == "int8" else 2**15  # |x - x_zp| of int8; |x| of int16 (zp 0)
+    if rounding in Q31_ROUNDINGS and largest * count > 2**31 - 1:
+        raise UnsupportedRounding(f"canonqnn.{op}: a sum of {count} {dtype} values can overflow "
                                   f"TFLite's int32 accumulator; {rounding} refused")
+
+
+def check_mean_dtype(op: str, x: Any, x_qp: QParams, out_qp: QParams, rounding: str,
+                     q31_kernel: str = "mean") -> None:
+    """int8, or int16 as TFLite's 16x8 MEAN (Q31 roundings, zero points 0, int16 out)."""
+    check_activation_dtype(op, x, rounding, (x_qp.scalar_zp, out_qp.scalar_zp))
+    if _tvm.dtype_of(x) == "int16" and (q31_kernel != "mean" or out_qp.dtype != "int16"):
+        raise UnsupportedRounding(f"canonqnn.{op}: int16 input is TFLite's 16x8 MEAN only "
+                                  f"(int16 out), not {q31_kernel} to {out_qp.dtype}")
 
 
 # ---------------------------------------------------------------- global_avg_pool2d
@@ -104,7 +119,7 @@ def _global_reference(x, **a) -> np.ndarray:
             return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
         m, shift = q31_mean_multiplier(a, h * w)
         return requant_q31(total - a["x_zp"] * h * w, m, shift, a["out_zp"], a["act_min"],
-                           a["act_max"], a["rounding"])
+                           a["act_max"], a["rounding"], str(x.dtype))
     acc = x.astype(np.int64).sum(axis=(2, 3), keepdims=True) - a["x_zp"] * h * w
     return requant_accumulator(acc.astype(np.int32), _global_scale(a, h * w), a["out_zp"],
                                a["act_min"], a["act_max"])
@@ -120,8 +135,8 @@ def _global_legalize(bb: Any, call: Any) -> Any:
         acc = te.compute((n, c, 1, 1), lambda i, j, _a, _b: te.sum(
             x[i, j, ry, rx].astype("int32"), axis=[ry, rx]), name="acc")
         if a["rounding"] in Q31_ROUNDINGS:
-            return te.compute((n, c, 1, 1), lambda *i: _te_q31_global(acc(*i), a, h * w),
-                              name="global_avg_pool")
+            return te.compute((n, c, 1, 1), lambda *i: _te_q31_global(
+                acc(*i), a, h * w, x.dtype), name="global_avg_pool")
 
         return te.compute((n, c, 1, 1), lambda *i: te_requant_accumulator(
             acc(*i) - a["x_zp"] * h * w, scale, a["out_zp"], a["act_min"], a["act_max"]),
@@ -130,14 +145,14 @@ def _global_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_global_avg_pool2d")
 
 
-def _te_q31_global(total, a: dict, count: int):
+def _te_q31_global(total, a: dict, count: int, out_dtype: str):
     if a["q31_kernel"] == "average_pool":
         y = te_rounded_average(total, tirx.const(count, "int32"), a["source_dtype"])
         return te.max(te.min(y, a["act_max"]), a["act_min"]).astype("int8")
     m, shift = q31_mean_multiplier(a, count)
     return te_requant_q31(total - a["x_zp"] * count, tirx.const(m, "int32"),
                           tirx.const(shift, "int32"), a["out_zp"], a["act_min"], a["act_max"],
-                          a["rounding"])
+                          a["rounding"], out_dtype)
 
 
 GLOBAL_AVG_POOL2D = register(CanonicalOp(
@@ -147,12 +162,13 @@ GLOBAL_AVG_POOL2D = register(CanonicalOp(
     args=("x",),
     attrs=("x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding",
            "q31_kernel", "source_dtype"),
-    infer=lambda call: _tvm.tensor_type((*_tvm.shape_of(call.args[0])[:2], 1, 1), "int8"),
+    infer=lambda call: _tvm.tensor_type((*_tvm.shape_of(call.args[0])[:2], 1, 1),
+                                        _tvm.dtype_of(call.args[0])),
     legalize=_global_legalize,
     reference=_global_reference,
     constraints="x int8 NCHW per tensor; output [N, C, 1, 1] per tensor; q31 roundings: "
                 "q31_kernel 'mean' (TFLite MEAN) or 'average_pool' (TFLite AVERAGE_POOL_2D, "
-                "equal parameters)",
+                "equal parameters); x int16 (TFLite 16x8 MEAN, zero points 0): int16 out",
     family="pool",
     roundings=ROUNDINGS,
 ))
@@ -171,7 +187,8 @@ def global_avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, act=(-128, 127),
         if q31_kernel == "average_pool":
             check_q31_average("global_avg_pool2d", x_qp, out_qp, rounding)
         _, _, h, w = _tvm.shape_of(x)
-        check_q31_count("global_avg_pool2d", h * w, rounding)
+        check_q31_count("global_avg_pool2d", h * w, rounding, _tvm.dtype_of(x))
+    check_mean_dtype("global_avg_pool2d", x, x_qp, out_qp, rounding, q31_kernel or "mean")
     return GLOBAL_AVG_POOL2D.call([x], dict(
         x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
         out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding,
@@ -476,7 +493,7 @@ def _reduce_mean_reference(x, **a) -> np.ndarray:
         m, shift = q31_mean_multiplier(a, count)
         total = x.astype(np.int64).sum(axis=axes)
         y = requant_q31(total - a["x_zp"] * count, m, shift, a["out_zp"], a["act_min"],
-                        a["act_max"], a["rounding"])
+                        a["act_max"], a["rounding"], str(x.dtype))
         return y.reshape(_reduce_shape(x.shape, list(axes), a["keepdims"]))
     xf = ((x.astype(np.int32) - a["x_zp"]).astype(F32) * F32(a["x_scale"])).astype(F32)
     mean = float_mean(xf, a["axes"], a["summation"])
@@ -628,14 +645,14 @@ def _te_reduce_mean_q31(x, axes, count: int, multiplier, out_shape, a: dict):
     m, shift = multiplier
     y = te.compute(sums.shape, lambda *i: te_requant_q31(
         sums(*i) - a["x_zp"] * count, tirx.const(m, "int32"), tirx.const(shift, "int32"),
-        a["out_zp"], a["act_min"], a["act_max"], a["rounding"]), name="reduce_mean")
+        a["out_zp"], a["act_min"], a["act_max"], a["rounding"], x.dtype), name="reduce_mean")
     return topi.reshape(y, out_shape)
 
 
 def _reduce_mean_infer(call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     return _tvm.tensor_type(_reduce_shape(_tvm.shape_of(call.args[0]), [int(i) for i in a["axes"]],
-                                          a["keepdims"]), "int8")
+                                          a["keepdims"]), _tvm.dtype_of(call.args[0]))
 
 
 REDUCE_MEAN = register(CanonicalOp(
@@ -650,7 +667,8 @@ REDUCE_MEAN = register(CanonicalOp(
     reference=_reduce_mean_reference,
     constraints="x int8 per tensor, static shape, axes sorted and non-negative; output per "
                 "tensor; summation one of " + ", ".join(SUMMATIONS) + " (unused by the q31 "
-                "roundings: TFLite's MEAN sums integers)",
+                "roundings: TFLite's MEAN sums integers); x int16 (TFLite 16x8 MEAN, Q31 "
+                "roundings, zero points 0): int16 out",
     family="pool",
     roundings=ROUNDINGS,
 ))
@@ -663,7 +681,9 @@ def reduce_mean(x: Any, axes, keepdims: bool, x_qp: QParams, out_qp: QParams, *,
     axes = sorted(int(i) % len(shape) for i in axes)
     summation = summation or onnxruntime_summation(shape, axes)
     _check_summation(shape, axes, summation)
-    check_q31_count("reduce_mean", int(np.prod([shape[i] for i in axes])), rounding)
+    check_q31_count("reduce_mean", int(np.prod([shape[i] for i in axes])), rounding,
+                    _tvm.dtype_of(x))
+    check_mean_dtype("reduce_mean", x, x_qp, out_qp, rounding)
     return REDUCE_MEAN.call([x], dict(
         axes=axes, keepdims=bool(keepdims), x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp,
         out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),

@@ -22,6 +22,9 @@ maximum, and so does this op.
 Rounding q31_double / q31_single: TFLite's SOFTMAX (int8 and uint8 reference kernels, the
 gemmlowp fixed-point algorithm, with ``beta``); see ``q31_exp_table`` and ``_reference_q31``.
 ``exp_table`` is then int32[256] (``q31_exp_table(in_scale, beta, rounding)``).
+
+int16 (TFLite 16x8 SOFTMAX, Q31 roundings, zero points 0, Q0.15 output): ``_softmax_int16``;
+``exp_table`` is then int16[2, 513], the kernel's exp and reciprocal tables.
 """
 
 from __future__ import annotations
@@ -40,7 +43,9 @@ from ..qparams import QParams, quantize_multiplier
 from ._q31 import (INT32_MAX, INT32_MIN, Q31_ROUNDINGS, multiply_by_quantized_multiplier,
                    rounding_divide_by_pot, srdhm, te_rounding_divide_by_pot, te_srdhm,
                    wrap_int32)
-from ._registry import CanonicalOp, register
+from . import _softmax_int16
+from ._dtypes import check_activation_dtype
+from ._registry import CanonicalOp, UnsupportedRounding, register
 
 F32 = np.float32
 TABLE_SIZE = 256
@@ -111,6 +116,8 @@ def _store_reference(r: np.ndarray, out_zp: int, source_dtype: str) -> np.ndarra
 
 def _reference(x, table, *, in_scale, in_zp, out_scale, out_zp, axis, rounding,
                source_dtype, beta=1.0) -> np.ndarray:
+    if np.asarray(x).dtype == np.int16:
+        return _softmax_int16.reference(x, table, int(axis), in_scale, beta, rounding)
     if rounding in Q31_ROUNDINGS:
         return _reference_q31(x, table, int(axis))
     xr = np.moveaxis(np.asarray(x).astype(np.int32), axis, -1)
@@ -140,10 +147,9 @@ def _te_store(r, out_zp: int, source_dtype: str):
     return tirx.Select(fits, y, 127 if out_zp < 0 else -128).astype("int8")
 
 
-def _rows(x, table, axis: int):
-    """What both legalizations build first: the shape, the per-row shape ``kept``, ``at(idx,
-    j)`` (``idx`` with its axis coordinate replaced by ``j``) and ``exp_of(idx)``, the table
-    entry of ``x[idx] - max(row)`` (a row-max stage)."""
+def _row_max(x, axis: int):
+    """The shape, the per-row shape ``kept``, ``at(idx, j)`` (``idx`` with its axis coordinate
+    replaced by ``j``) and the row-max stage."""
     shape = [int(d) for d in x.shape]
     kept = [1 if i == axis else d for i, d in enumerate(shape)]
 
@@ -152,6 +158,13 @@ def _rows(x, table, axis: int):
 
     k = te.reduce_axis((0, shape[axis]), "k")
     row_max = te.compute(kept, lambda *i: te.max(x(*at(i, k)), axis=k), name="row_max")
+    return shape, kept, at, row_max
+
+
+def _rows(x, table, axis: int):
+    """What the int8 legalizations build first: ``_row_max``'s shape, ``kept`` and ``at``, and
+    ``exp_of(idx)``, the table entry of ``x[idx] - max(row)``."""
+    shape, kept, at, row_max = _row_max(x, axis)
 
     def exp_of(idx):
         m = row_max(*at(idx, 0)).astype("int32")
@@ -162,6 +175,8 @@ def _rows(x, table, axis: int):
 
 def _legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
+    if _tvm.dtype_of(call.args[0]) == "int16":
+        return _softmax_int16.legalize(bb, call, a, _row_max, _te_leading_zeros)
     if a["rounding"] in Q31_ROUNDINGS:
         return _legalize_q31(bb, call)
     axis = a["axis"]
@@ -298,6 +313,11 @@ def _i32(value: int):
     return tirx.const(int(value), "int32")
 
 
+def _te_leading_zeros(t):
+    """TE twin of ``_leading_zeros`` for one int64 ``t`` in [0, 2^31): int32."""
+    return sum(tirx.Select(t < tirx.const(1 << b, "int64"), _i32(1), _i32(0)) for b in range(32))
+
+
 def _te_wrap(value_int64):
     """int64 to int32 keeping the low 32 bits (C's wrapping int32 arithmetic)."""
     return value_int64.astype("int32")
@@ -353,12 +373,7 @@ def _legalize_q31(bb: Any, call: Any) -> Any:
         total = te.compute(kept, lambda *i: te.sum(te_rounding_divide_by_pot(
             exp_of(at(i, j)), _i32(SUM_INTEGER_BITS)).astype("int64"), axis=j), name="row_sum")
 
-        def leading_zeros(*i):
-            t = total(*i)
-            return sum(tirx.Select(t < tirx.const(1 << b, "int64"), _i32(1), _i32(0))
-                       for b in range(32))
-
-        zeros = te.compute(kept, leading_zeros, name="row_sum_clz")
+        zeros = te.compute(kept, lambda *i: _te_leading_zeros(total(*i)), name="row_sum_clz")
 
         def normalized(*i):  # the sum shifted to [1, 2) as Q0.31, minus one
             shifted = total(*i) << zeros(*i).astype("int64")
@@ -396,6 +411,10 @@ def _legalize_q31(bb: Any, call: Any) -> Any:
 
 def _infer(call: Any) -> Any:
     table = call.args[1]
+    if _tvm.dtype_of(call.args[0]) == "int16":
+        if _tvm.shape_of(table) != _softmax_int16.TABLES_SHAPE or _tvm.dtype_of(table) != "int16":
+            raise ValueError("canonqnn.softmax: an int16 input takes exp_table int16[2, 513]")
+        return _tvm.tensor_type(_tvm.shape_of(call.args[0]), "int16")
     dtype = "int32" if _tvm.attrs_dict(call).get("rounding") in Q31_ROUNDINGS else "float32"
     if _tvm.shape_of(table) != (TABLE_SIZE,) or _tvm.dtype_of(table) != dtype:
         raise ValueError(f"canonqnn.softmax: exp_table must be {dtype}[256]")
@@ -416,7 +435,8 @@ SOFTMAX = register(CanonicalOp(
                  "shape[axis]). q31_*: exp_table int32[256] = q31_exp_table(in_scale, beta, "
                  "rounding), in_scale * beta * 2^26 > 1; outputs are (code + 128) / 256 whatever "
                  "out_scale / out_zp say (TFLite's int8 kernel requires (1/256, -128), its "
-                 "uint8 kernel ignores them)"),
+                 "uint8 kernel ignores them). x int16 (TFLite 16x8, q31_*, zero points 0, "
+                 "out_scale 1/32768): exp_table int16[2, 513], int16 output"),
     family="softmax",
     roundings=("rne_f32", "q31_double", "q31_single"),
 ))
@@ -429,7 +449,15 @@ def softmax(x: Any, x_qp: QParams, out_qp: QParams, axis: int, *, source_dtype: 
     shape = _tvm.shape_of(x)
     axis = int(axis) % len(shape)
     beta = float(F32(beta))
-    if rounding in Q31_ROUNDINGS:
+    check_activation_dtype("softmax", x, rounding, (x_qp.scalar_zp, out_qp.scalar_zp))
+    if _tvm.dtype_of(x) == "int16":
+        if abs(float(F32(out_qp.scalar_scale)) - _softmax_int16.OUTPUT_SCALE) > \
+                _softmax_int16.OUTPUT_SCALE_TOLERANCE or out_qp.dtype != "int16":
+            raise UnsupportedRounding(
+                f"canonqnn.softmax: TFLite's int16 SOFTMAX writes int16 of scale 1/32768, not "
+                f"{out_qp}")
+        table = _tvm.const(_softmax_int16.tables(), "int16")
+    elif rounding in Q31_ROUNDINGS:
         table = _tvm.const(q31_exp_table(x_qp.scalar_scale, beta, rounding), "int32")
     else:
         if beta != 1.0:

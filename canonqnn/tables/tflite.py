@@ -42,11 +42,12 @@ import numpy as np
 from ..ops._q31 import (INT32_MAX, multiply_by_quantized_multiplier,
                         saturating_rounding_multiply_by_pot, srdhm, wrap_int32)
 from ..qparams import INT8_MAX, INT8_MIN, QParams, quantize_multiplier
+from . import tflite_int16
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables
 
 CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)
-INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
+INT16_MIN, INT16_MAX = tflite_int16.INT16_MIN, tflite_int16.INT16_MAX
 _UINT8_SHIFT = 128
 
 
@@ -173,14 +174,18 @@ def mbqm_x86(x, multiplier: int, shift: int) -> np.ndarray:
 
 def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
     """TFLite's quantized LEAKY_RELU: two Q31 multipliers, both computed in float32 then
-    widened (``f32(f32(in_scale * alpha) / out_scale)`` and ``f32(in_scale / out_scale)``)."""
+    widened (``f32(f32(in_scale * alpha) / out_scale)`` and ``f32(in_scale / out_scale)``).
+    int8, or int16 (16x8: the same arithmetic on every int16 code, zero points 0, int16
+    saturation; a ratio of 2 and more wraps the left shift in int32, as the kernel does)."""
     s_in, s_out = F32(in_qp.scalar_scale), F32(out_qp.scalar_scale)
     m_alpha = quantize_multiplier(float(F32(F32(s_in * F32(alpha)) / s_out)))
     m_identity = quantize_multiplier(float(F32(s_in / s_out)))
-    x = CODES.astype(np.int64) - in_qp.scalar_zp
+    codes, (lo, hi) = (CODES, (INT8_MIN, INT8_MAX)) if in_qp.dtype == "int8" else \
+        (tflite_int16.CODES, (INT16_MIN, INT16_MAX))
+    x = codes.astype(np.int64) - in_qp.scalar_zp
     pos, neg = mbqm_x86(x, *m_identity), mbqm_x86(x, *m_alpha)
     y = np.where(x >= 0, pos, neg) + out_qp.scalar_zp
-    return np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
+    return np.clip(y, lo, hi).astype(in_qp.dtype)
 
 
 # ---------------------------------------------------------------- HARD_SWISH (int16 fixed point)
@@ -341,11 +346,14 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
           source_dtype: str = "int8") -> np.ndarray:
     """The int8[256] table TFLite's kernel for ``function`` (a key of ``KERNELS``) computes
     between per-tensor ``in_qp`` and ``out_qp`` (int8 form; ``source_dtype`` "uint8" when the
-    model's tensors are uint8). Entry i is the output for input code i - 128.
+    model's tensors are uint8). Entry i is the output for input code i - 128. int16 ``in_qp``
+    and ``out_qp`` (16x8 models): the int16[65536] table, entry i for code i - 32768.
 
     Raises ``NotEvaluable`` for functions TFLite has no kernel for and for parameters its
     kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128, RSQRT an
     int8 model)."""
+    if in_qp.dtype == "int16" or out_qp.dtype == "int16":
+        return _int16_table(function, in_qp, out_qp, alpha)
     if function == "sigmoid" and out_qp.scalar_scale != 1.0 / 256:
         raise NotEvaluable(f"TFLite LOGISTIC requires output scale 1/256, got {out_qp!r}")
     if function in _FLOAT_TRANSFORMS:
@@ -360,6 +368,25 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
         return rsqrt(in_qp, out_qp, source_dtype)
     raise NotEvaluable(f"TFLite has no int8 kernel computing {function!r} "
                        f"(its table kernels: {', '.join(sorted(KERNELS))})")
+
+
+def _int16_table(function: str, in_qp: QParams, out_qp: QParams,
+                 alpha: float | None) -> np.ndarray:
+    """The int16[65536] table of TFLite's 16x8 kernel for ``function`` (entry i: code
+    i - 32768); ``canonqnn.tables.tflite_int16``."""
+    if (in_qp.dtype, out_qp.dtype) != ("int16", "int16"):
+        raise NotEvaluable(f"TFLite's elementwise kernels read and write one type, not "
+                           f"{in_qp.dtype} -> {out_qp.dtype}")
+    if in_qp.scalar_zp or out_qp.scalar_zp:
+        raise NotEvaluable("TFLite's int16 kernels require zero points 0")
+    if function == "leaky_relu" and alpha is not None:
+        return leaky_relu(in_qp, out_qp, alpha)
+    if function == "sigmoid":
+        return tflite_int16.logistic(in_qp, out_qp)
+    if function == "tanh":
+        return tflite_int16.tanh(in_qp, out_qp)
+    raise NotEvaluable(f"canonqnn has no table of TFLite's int16 kernel for {function!r} "
+                       "(int16 tables: leaky_relu, sigmoid, tanh)")
 
 
 # ---------------------------------------------------------------- the canonqnn.tables interface

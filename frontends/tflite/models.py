@@ -24,6 +24,7 @@ from .writer import GraphWriter
 
 CALIBRATION_ROUNDS = 4
 FIXED_OUTPUTS = {"SOFTMAX": (1 / 256, -128), "LOGISTIC": (1 / 256, -128)}
+FIXED_OUTPUTS_INT16 = {"SOFTMAX": (1 / 32768, 0)}  # 16x8: Q0.15 probabilities
 
 
 class Net:
@@ -174,7 +175,8 @@ class Net:
         return target
 
     def softmax(self, x: int) -> int:
-        y = self.activation(self._name("softmax"), self.shapes[x], FIXED_OUTPUTS["SOFTMAX"])
+        fixed = (FIXED_OUTPUTS_INT16 if self.dtype == "int16" else FIXED_OUTPUTS)["SOFTMAX"]
+        y = self.activation(self._name("softmax"), self.shapes[x], fixed)
         self.g.op("SOFTMAX", [x], [y], beta=1.0)
         return y
 
@@ -297,11 +299,15 @@ def classifier(inputs: int = 64, hidden: tuple[int, ...] = (128, 64), num_classe
 
 
 def resnet(size: int = 16, channels: int = 8, num_classes: int = 10, dtype: str = "int8",
-           seed: int = 0, features: bool = False) -> bytes:
+           seed: int = 0, features: bool = False, head: str = "flatten") -> bytes:
     """A small ResNet: conv 3x3 + RELU stem, two residual blocks (conv 3x3 + RELU, conv 3x3,
-    ADD + RELU) around a stride-2 conv that doubles the channels, fully connected logits on the
-    flattened map. ``dtype="int16"`` writes it as TFLite's 16x8 converter does (module doc);
-    ``features``: the last feature map as a second output."""
+    ADD + RELU) around a stride-2 conv that doubles the channels, then fully connected logits
+    on the flattened map (``head="flatten"``) or, as a classifier ends, MEAN over H and W ->
+    FULLY_CONNECTED -> SOFTMAX (``head="mean_softmax"``). ``dtype="int16"`` writes it as
+    TFLite's 16x8 converter does (module doc); ``features``: the last feature map as a second
+    output."""
+    if head not in ("flatten", "mean_softmax"):
+        raise ValueError(f"head {head!r}: 'flatten' or 'mean_softmax'")
 
     def block(net: Net, x: int) -> int:
         c = net.shapes[x][3]
@@ -313,8 +319,12 @@ def resnet(size: int = 16, channels: int = 8, num_classes: int = 10, dtype: str 
         x = net.activation("input", (1, size, size, 3))
         y = block(net, net.conv(x, channels, 3, 1, act="RELU"))
         y = block(net, net.conv(y, 2 * channels, 3, 2, act="RELU"))
-        flat = net.reshape(y, (1, int(np.prod(net.shapes[y]))))
-        return [x], [net.fully_connected(flat, num_classes)] + ([y] if features else [])
+        if head == "mean_softmax":
+            out = net.softmax(net.fully_connected(net.mean_hw(y), num_classes))
+        else:
+            out = net.fully_connected(net.reshape(y, (1, int(np.prod(net.shapes[y])))),
+                                      num_classes)
+        return [x], [out] + ([y] if features else [])
 
     return _calibrated(write, dtype, seed, (1, size, size, 3))
 

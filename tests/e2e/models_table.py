@@ -106,6 +106,8 @@ ROWS = [
     Row("16x8 convolution (int16 activations)", "TFLite 16x8", real.tflite_16x8_conv),
     Row("ResNet-style CNN (int16 residual ADDs)", "TFLite 16x8", _tflite("resnet",
                                                                        dtype="int16")),
+    Row("ResNet-style classifier (residual ADDs, MEAN -> FULLY_CONNECTED -> SOFTMAX)",
+        "TFLite 16x8", _tflite("resnet", dtype="int16", head="mean_softmax")),
 ]
 
 
@@ -181,8 +183,9 @@ FOOTER = """
 What still refuses, and why (each raises the error naming node, op and reason):
 
 - **TFLite 16x8 models** (int16 activations, integer kernels in the interpreter): CONV_2D,
-  DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, QUANTIZE and data movement are canonical int16 ops;
-  the other int16 builtins stay named float islands; an int32 bias without its
+  DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN, SOFTMAX, LOGISTIC, TANH, LEAKY_RELU, QUANTIZE
+  and data movement are canonical int16 ops; the other int16 builtins (MUL, SUB, the pools,
+  CONCATENATION, ...) stay named float islands; an int32 bias without its
   `quantized_bias_type` and an int16 ADD on TFLite's power-of-two kernel are refused.
 - **TFLite `TFLite_Detection_PostProcess`** (a custom operator) and ONNX `NonMaxSuppression`
   (TVM's converter returns a fixed-size padded result, onnxruntime a run-time-sized one): the

@@ -33,12 +33,17 @@ def test_network_is_canonical_and_bit_exact_with_reference_kernels(case):
     assert result.canonical_ops["softmax"] == 1
 
 
-@pytest.mark.parametrize("dtype", ["int16", "int8"])
-def test_resnet_with_residual_adds_is_canonical_and_bit_exact(dtype):
+@pytest.mark.parametrize("dtype, head", [("int16", "flatten"), ("int16", "mean_softmax"),
+                                         ("int8", "flatten")])
+def test_resnet_with_residual_adds_is_canonical_and_bit_exact(dtype, head):
     """A small ResNet; as int16, TFLite's 16x8 form (int16 activations, int8 weights, int64
-    biases, int16 residual ADD with general scales): every layer is a canonical int16 op."""
-    result = canonqnn.parity(models.resnet(dtype=dtype, features=True), runs=3)
+    biases, int16 residual ADD with general scales): every layer is a canonical int16 op, the
+    classifier head (MEAN, FULLY_CONNECTED, SOFTMAX) too."""
+    result = canonqnn.parity(models.resnet(dtype=dtype, features=True, head=head), runs=3)
     assert result.float_islands == [], result.summary()
     assert result.exact, result.summary()
     assert result.canonical_ops["add"] == 2 and result.canonical_ops["conv2d"] == 6
     assert result.canonical_ops["matmul"] == 1
+    if head == "mean_softmax":
+        assert result.canonical_ops["global_avg_pool2d"] == 1
+        assert result.canonical_ops["softmax"] == 1

@@ -2,7 +2,8 @@
 canonqnn.matmul and canonqnn.add against the interpreter's reference kernels (CONV_2D,
 DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD), their numpy references and their TVM builds, all three
 identical; the int64 requantization on its own; requantize and the data movement ops on int16;
-what is refused.
+MEAN (global_avg_pool2d, reduce_mean), SOFTMAX and the int16 lookup table likewise; what is
+refused.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from _ort import MultiOp, SingleOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
 
 from canonqnn import _tvm
-from canonqnn.ops import UnsupportedRounding, _q31, conv, elementwise, indexing, matmul, movement
+from canonqnn.ops import (UnsupportedRounding, _q31, conv, elementwise, indexing, lut, matmul,
+                          movement, pool, softmax)
 from canonqnn.qparams import QParams, activation_bounds, quantize_multipliers
 
 INT32_BIAS = dict(quantizedBiasType=tflite.TensorType.INT32)
@@ -349,6 +351,77 @@ def test_int16_data_movement_reference_equals_build(name):
     np.testing.assert_array_equal(built, ref)
 
 
+# ---------------------------------------------------------------- MEAN, SOFTMAX, lookup tables
+MEAN_CASES = [  # (NHWC shape, axes, keepdims, in scale, out scale)
+    ((1, 7, 7, 16), (1, 2), False, 7e-4, 3e-4),
+    ((2, 5, 6, 8), (1, 2), True, 1e-3, 4e-3),
+    ((2, 4, 6, 8), (2,), False, 5e-4, 2e-4),
+    ((1, 5, 6, 8), (3,), True, 2e-3, 2e-3),
+]
+
+
+@pytest.mark.parametrize("case", MEAN_CASES)
+def test_mean_16x8_matches_tflite_reference_and_build(case):
+    """H, W of NCHW: global_avg_pool2d; other axes: reduce_mean; TFLite's MEAN arithmetic (the
+    multiplier with 1/count folded in and truncated) with int16 saturation."""
+    shape, axes, keepdims, xs, ys = case
+    out_shape = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else \
+        tuple(d for i, d in enumerate(shape) if i not in axes)
+    x = rand_q(np.random.default_rng(11), shape, np.int16)
+    model = single_op("MEAN", [T(shape, "int16", xs, 0),
+                               T((len(axes),), "int32", data=np.array(axes, np.int32))],
+                      [T(out_shape, "int16", ys, 0)], keepDims=keepdims)
+    want = run_tflite(model, [x])[0]
+    if axes == (1, 2):  # NCHW for the canonical op; [N, C, 1, 1] out
+        op = SingleOp(lambda v: pool.global_avg_pool2d(
+            v, q16(xs), q16(ys), (-32768, 32767), "q31_double", q31_kernel="mean"),
+            {"x": (shape[0], shape[3], shape[1], shape[2])}, "int16")
+        ref, built = op.both(x=x.transpose(0, 3, 1, 2))
+        ref, built = ref.reshape(want.shape), built.reshape(want.shape)
+    else:
+        op = SingleOp(lambda v: pool.reduce_mean(
+            v, axes, keepdims, q16(xs), q16(ys), act=(-32768, 32767), rounding="q31_double"),
+            {"x": shape}, "int16")
+        ref, built = op.both(x=x)
+    assert ref.dtype == np.int16 and built.dtype == np.int16
+    np.testing.assert_array_equal(built, ref)
+    np.testing.assert_array_equal(ref, want)
+
+
+SOFTMAX_CASES = [((2, 37), 7e-4, 1.0), ((1, 3, 5, 16), 2e-3, 1.0), ((3, 200), 1e-4, 0.5),
+                 ((1, 3), 2.0, 1.0)]  # in scale 2: the kernel's left shift wraps in int32
+
+
+def test_softmax_16x8_matches_tflite_reference_and_build():
+    """TFLite's int16 SOFTMAX: interpolated exp and 1/(1 + x) tables, the row sum normalized by
+    its leading zeros, Q0.15 out."""
+    rng = np.random.default_rng(12)
+    out_qp = q16(1 / 32768)
+    names = {f"x{i}": (shape, "int16") for i, (shape, _, _) in enumerate(SOFTMAX_CASES)}
+    mod = MultiOp(lambda *xs: [softmax.softmax(x, q16(s), out_qp, -1, rounding="q31_double",
+                                               beta=beta)
+                               for x, (_, s, beta) in zip(xs, SOFTMAX_CASES)], names)
+    feeds = {name: rand_q(rng, shape, np.int16) for name, (shape, _) in names.items()}
+    for i, (ref, built) in enumerate(zip(mod.references(**feeds), mod.tvm(**feeds))):
+        shape, s, beta = SOFTMAX_CASES[i]
+        model = single_op("SOFTMAX", [T(shape, "int16", s, 0)], [T(shape, "int16", 1 / 32768, 0)],
+                          beta=beta)
+        assert ref.dtype == np.int16
+        np.testing.assert_array_equal(built, ref)
+        np.testing.assert_array_equal(ref, run_tflite(model, [feeds[f"x{i}"]])[0])
+
+
+def test_int16_lut_reads_one_entry_per_int16_code():
+    table = np.random.default_rng(13).integers(-32768, 32768, 1 << 16).astype(np.int16)
+    qp = q16(1e-3)
+    op = SingleOp(lambda x: lut.lut(x, table, qp, qp, "f"), {"x": (4, 3000)}, "int16")
+    x = rand_q(np.random.default_rng(14), (4, 3000), np.int16)
+    x[0, :2] = (-32768, 32767)
+    ref, built = op.both(x=x)
+    np.testing.assert_array_equal(ref, table[x.astype(np.int32) + 32768])
+    np.testing.assert_array_equal(built, ref)
+
+
 # ---------------------------------------------------------------- refusals
 def _int16_var(shape=(1, 4, 5, 5)):
     return _tvm.Var("x", _tvm.tensor_type(shape, "int16"))
@@ -382,6 +455,15 @@ def test_int16_ops_refuse_what_tflite_16x8_kernels_do_not_compute():
     with pytest.raises(ValueError, match="16x8 ADD only"):
         elementwise.binary(elementwise.MUL, _int16_var(), _int16_var(), q16(1e-3), q16(1e-3),
                            q16(1e-3), rounding="q31_double")
+    with pytest.raises(UnsupportedRounding, match="16x8 MEAN only"):
+        pool.global_avg_pool2d(_int16_var(), q16(1e-3), q16(1e-3), rounding="q31_double",
+                               q31_kernel="average_pool")
+    with pytest.raises(UnsupportedRounding, match="int16"):
+        pool.reduce_mean(_int16_var(), (1,), False, q16(1e-3), q16(1e-3))
+    with pytest.raises(UnsupportedRounding, match="scale 1/32768"):
+        softmax.softmax(_int16_var(), q16(1e-3), q16(1 / 256), 1, rounding="q31_double")
+    with pytest.raises(ValueError, match="int16 input takes one table"):
+        lut.lut(_int16_var(), np.zeros(256, np.int16), q16(1e-3), q16(1e-3), "f")
     with pytest.raises(UnsupportedRounding, match="batch_matmul"):
         matmul.matmul(_int16_var((4, 8)), _tvm.Var("b", _tvm.tensor_type((8, 3), "int8")),
                       None, q16(1e-3), QParams.make(0.01, 0), q16(2e-3),

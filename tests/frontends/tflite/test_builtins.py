@@ -293,6 +293,14 @@ def bias16(n, x_scale, w, dtype="int64"):
              RNG.integers(-40000, 40000, n).astype(dtype))
 
 
+def mean16_case(axes, keepdims):
+    shape = (1, 5, 6, 8)
+    out = tuple(1 if i in axes else d for i, d in enumerate(shape)) if keepdims else \
+        tuple(d for i, d in enumerate(shape) if i not in axes)
+    return single_op("MEAN", [q16(shape, 7e-4), T((len(axes),), "int32", data=np.array(
+        axes, np.int32))], [q16(out, 3e-4)], keepDims=keepdims)
+
+
 INT32_BIAS_TYPE = 2  # tflite.TensorType.INT32: quantized_bias_type of an int32 16x8 bias
 
 
@@ -439,6 +447,16 @@ CASES = {
     "add_16x8_broadcast_channels": lambda: single_op(
         "ADD", [q16((1, 4, 4, 6), 1e-3), q16((6,), 2.0 ** -11)], [q16((1, 4, 4, 6), 3e-3)],
         fusedActivationFunction="RELU", potScaleInt16=False),
+    "leaky_relu_16x8": lambda: single_op("LEAKY_RELU", [q16((1, 4, 4, 6), 1e-3)],
+                                         [q16((1, 4, 4, 6), 7e-4)], alpha=0.1),
+    "logistic_16x8": lambda: single_op("LOGISTIC", [q16((1, 4, 4, 6), 3e-4)],
+                                       [q16((1, 4, 4, 6), 1 / 32768)]),
+    "tanh_16x8": lambda: single_op("TANH", [q16((1, 4, 4, 6), 2.0 ** -12)],
+                                   [q16((1, 4, 4, 6), 1 / 32768)]),
+    "mean_16x8_height_width": lambda: mean16_case((1, 2), keepdims=False),
+    "mean_16x8_channels_keepdims": lambda: mean16_case((3,), keepdims=True),
+    "softmax_16x8": lambda: single_op("SOFTMAX", [q16((1, 3, 10), 6e-4)],
+                                      [q16((1, 3, 10), 1 / 32768)], beta=1.0),
 }
 
 
@@ -491,13 +509,15 @@ def test_16x8_int32_bias_without_its_declared_type_is_refused():
 
 
 def test_16x8_ops_without_a_canonical_int16_kernel_are_named_float_islands():
-    """int16 MUL and LOGISTIC (kernels of their own) stay float, named, never folded into an
-    int8 kernel."""
+    """int16 MUL and AVERAGE_POOL_2D (kernels of their own) stay float, named, never folded
+    into an int8 kernel."""
     for model, op in ((single_op("MUL", [q16((1, 4, 4, 6), 1e-3), q16((1, 4, 4, 6), 2e-3)],
                                  [q16((1, 4, 4, 6), 3e-3)], fusedActivationFunction="NONE"),
                        "relax.multiply"),
-                      (single_op("LOGISTIC", [q16((1, 4, 4, 6), 1e-3)],
-                                 [q16((1, 4, 4, 6), 1 / 32768)]), "relax.sigmoid")):
+                      (single_op("AVERAGE_POOL_2D", [q16((1, 4, 4, 6), 1e-3)],
+                                 [q16((1, 2, 2, 6), 1e-3)], padding="VALID", strideH=2,
+                                 strideW=2, filterHeight=2, filterWidth=2,
+                                 fusedActivationFunction="NONE"), "relax.nn.avg_pool2d")):
         _, report = canonqnn.canonicalize(canonqnn.load(model))
         assert [i.op for i in report.float_islands] == [op], report.summary()
         assert "TFLite 16x8" in report.float_islands[0].reason
