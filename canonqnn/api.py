@@ -276,10 +276,11 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
         with open(model, "rb") as f:
             model = f.read()
     # A cut module's outputs are inner tensors, which the interpreter keeps only on request.
-    from .frontends.tflite.reader import read_model
+    from .frontends.tflite.reader import detection_outputs, read_model
 
     m = read_model(model)
     inner = {o.name for o in io.outputs} - {m.tensors[i].name for i in m.outputs}
+    detections = detection_outputs(m)
     runtimes = []
     for k, (resolver, what) in enumerate(TFLITE_RESOLVERS):
         description = f"TFLite interpreter (ai-edge-litert), {what} (OpResolverType.{resolver})"
@@ -294,14 +295,23 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
             runtimes.append(SourceRuntime(f"{description}: cannot run this model: "
                                           f"{str(exc).splitlines()[0]}", None))
             continue
-        runtimes.append(SourceRuntime(description, _interpreter_runner(interp, io)))
+        runtimes.append(SourceRuntime(description, _interpreter_runner(interp, io, detections)))
     return runtimes
 
 
-def _interpreter_runner(interp: Any, io: ModelIO):
+def _interpreter_runner(interp: Any, io: ModelIO, detections: dict[str, str]):
+    """``detections``: outputs of a TFLite_Detection_PostProcess -> its count output; TFLite
+    leaves their entries past the count undefined (stale memory), so they are given as 0,
+    what the built module writes there."""
     inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
     outputs = {d["name"]: d["index"] for d in interp.get_tensor_details()}
     outputs.update({d["name"]: d["index"] for d in interp.get_output_details()})
+
+    def defined(name: str, value: np.ndarray) -> np.ndarray:
+        if name in detections:
+            count = int(np.asarray(interp.get_tensor(outputs[detections[name]])).reshape(-1)[0])
+            value[:, max(count, 0):] = 0
+        return value
 
     def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         # Stateful operators (LSTM, SVDF) carry their variable tensors from one invoke to the
@@ -310,7 +320,7 @@ def _interpreter_runner(interp: Any, io: ModelIO):
         for name, value in feed.items():
             interp.set_tensor(inputs[name], np.ascontiguousarray(value))
         interp.invoke()
-        return [interp.get_tensor(outputs[o.name]).copy() for o in io.outputs]
+        return [defined(o.name, interp.get_tensor(outputs[o.name]).copy()) for o in io.outputs]
 
     return run
 

@@ -150,7 +150,12 @@ def build_alone(call: Any, build_one: Callable[[Any], Any]) -> Callable[[Callabl
     its variable arguments to a value."""
     alone, names = _tvm.single_call_module(call)
     runner = build_one(alone)
-    return lambda value_of: runner.run({n: value_of(arg) for n, arg in names})["output_0"]
+
+    def run(value_of: Callable) -> Any:
+        results = list(runner.run({n: value_of(arg) for n, arg in names}).values())
+        return results[0] if len(results) == 1 else tuple(results)  # a tuple-valued op
+
+    return run
 
 
 def tvm_island(build_one: Callable[[Any], Any]) -> Island:

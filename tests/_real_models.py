@@ -205,3 +205,132 @@ def quantize_16bit(model: onnx.ModelProto, activations: str = "s16") -> onnx.Mod
         q = onnx.load(out)
     q.ir_version = models.IR_VERSION
     return q
+
+
+SSD_SIZE = 32  # input height and width: two stride-2 convs leave an 8x8 grid of anchor cells
+SSD_POSTPROCESS = "TFLite_Detection_PostProcess"
+
+
+def ssd_anchors(grid: int, per_cell: int) -> np.ndarray:
+    """[grid * grid * per_cell, 4] anchors (y, x, h, w) in the order the heads' RESHAPE lays
+    out boxes: cell by cell, the cell's anchors innermost; sizes 0.1 to 0.3, aspect ratios
+    1, 2, 1/2 in turn, as SSD's anchor generator writes them."""
+    scales = np.linspace(0.1, 0.3, per_cell) if per_cell > 1 else np.array([0.2])
+    ratios = np.sqrt(np.resize([1.0, 2.0, 0.5], per_cell))
+    centres = (np.arange(grid) + 0.5) / grid
+    rows = [(cy, cx, s / r, s * r) for cy in centres for cx in centres
+            for s, r in zip(scales, ratios)]
+    return np.asarray(rows, np.float32)
+
+
+def ssd_like_tflite(num_anchors: int = 128, num_classes: int = 3, seed: int = 0,
+                    use_regular_nms: bool = False, quantized_postprocess_inputs: bool = False,
+                    dtype: str = "int8", max_detections: int = 10,
+                    nms_score_threshold: float | None = None) -> bytes:
+    """An SSD-style detector as the TFLite converter writes a full-integer model: float32
+    input [1, 32, 32, 3] -> QUANTIZE -> two 3x3 stride-2 CONV_2D + RELU6 -> a box head (1x1
+    CONV_2D -> RESHAPE [1, A, 4]) and a class head (1x1 CONV_2D -> RESHAPE [1, A, C + 1] ->
+    LOGISTIC, background first) -> DEQUANTIZE -> ``TFLite_Detection_PostProcess`` with
+    constant float32 anchors (``ssd_anchors``) -> boxes [1, D, 4], classes [1, D], scores
+    [1, D], num_detections [1] (float32; D = ``max_detections``).
+
+    ``dtype="uint8"``: the old uint8 quantization (per-tensor asymmetric weights).
+    ``quantized_postprocess_inputs`` (uint8 only): no DEQUANTIZE, the heads' uint8 tensors
+    feed the post-process directly and the anchors are uint8 too, as older quantized SSD
+    models (``detect.tflite``) are written: the kernel takes uint8 or float32 boxes and
+    scores, not int8, and with uint8 boxes it reads the anchors as uint8 whatever their type.
+    ``num_anchors`` is a multiple of the 64 grid cells. Activation scales are calibrated on
+    inputs uniform in [0, 1). ``nms_score_threshold=None``: the score about half of ``max_detections``
+    anchor-class pairs pass on the calibration inputs, half a score step off the 1/256 grid
+    (random weights score every anchor alike, at a level that depends on the seed), so
+    ``num_detections`` varies with the input."""
+    from ai_edge_litert.interpreter import Interpreter, OpResolverType
+
+    from canonqnn.frontends.tflite.models import CALIBRATION_ROUNDS, FIXED_OUTPUTS, Net, _fit
+
+    grid = SSD_SIZE // 4
+    per_cell, rest = divmod(num_anchors, grid * grid)
+    if rest or not per_cell:
+        raise ValueError(f"ssd_like_tflite: num_anchors {num_anchors} is not a multiple of the "
+                         f"{grid * grid} grid cells")
+    if quantized_postprocess_inputs and dtype != "uint8":
+        raise ValueError("ssd_like_tflite: TFLite's post-process takes uint8 quantized inputs, "
+                         f"not {dtype}")
+    a, c = num_anchors, num_classes + 1
+    threshold = 0.5 if nms_score_threshold is None else nms_score_threshold
+
+    def write(net: Net) -> tuple[list[int], list[int]]:
+        g = net.g
+        x = g.tensor("input", (1, SSD_SIZE, SSD_SIZE, 3), "float32")
+        xq = net.activation("input_quantized", (1, SSD_SIZE, SSD_SIZE, 3), (1 / 255, -128))
+        g.op("QUANTIZE", [x], [xq])
+        y = net.conv(net.conv(xq, 8, 3, 2), 16, 3, 2)
+        box = net.reshape(net.conv(y, per_cell * 4, 1, act="NONE"), (1, a, 4))
+        logits = net.reshape(net.conv(y, per_cell * c, 1, act="NONE"), (1, a, c))
+        cls = net.activation("class_scores", (1, a, c), FIXED_OUTPUTS["LOGISTIC"])
+        g.op("LOGISTIC", [logits], [cls])
+        anchors = ssd_anchors(grid, per_cell)
+        if quantized_postprocess_inputs:
+            scale = np.float32(anchors.max() / 255)
+            anchors = g.tensor("anchors", (a, 4), "uint8", np.round(anchors / scale), scale, 0)
+        else:
+            box_f, cls_f = g.tensor("box_encodings", (1, a, 4), "float32"), \
+                g.tensor("class_predictions", (1, a, c), "float32")
+            g.op("DEQUANTIZE", [box], [box_f])
+            g.op("DEQUANTIZE", [cls], [cls_f])
+            box, cls = box_f, cls_f
+            anchors = g.tensor("anchors", (a, 4), "float32", anchors)
+        outs = [g.tensor(SSD_POSTPROCESS + suffix, shape, "float32")
+                for suffix, shape in [("", (1, max_detections, 4)), (":1", (1, max_detections)),
+                                      (":2", (1, max_detections)), (":3", (1,))]]
+        # float32-exact values: the kernel reads its float options as float32
+        g.custom_op(SSD_POSTPROCESS, [box, cls, anchors], outs, dict(
+            max_detections=max_detections, max_classes_per_detection=1,
+            detections_per_class=max_detections,
+            nms_score_threshold=float(np.float32(threshold)),
+            nms_iou_threshold=float(np.float32(0.6)), num_classes=num_classes,
+            y_scale=10.0, x_scale=10.0, h_scale=5.0, w_scale=5.0,
+            use_regular_nms=use_regular_nms,
+            # what the object detection API's export adds (the kernel ignores them)
+            _output_quantized=True, _support_output_type_float_in_quantized_op=True))
+        return [x], outs
+
+    # calibrated as models._calibrated does, on float inputs
+    rng = np.random.default_rng(seed + 1)
+    feeds = [rng.random((1, SSD_SIZE, SSD_SIZE, 3), np.float32) for _ in range(2)]
+    info = np.iinfo(dtype)
+    qparams: dict[str, tuple[float, int]] = {}
+    for _ in range(CALIBRATION_ROUNDS):
+        net = Net(dtype, qparams, seed)
+        data = net.g.finish(*write(net))
+        interp = Interpreter(model_content=data, experimental_preserve_all_tensors=True,
+                             experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+        interp.allocate_tensors()
+        observed: dict[str, list[float]] = {}
+        kth_scores = []
+        for feed in feeds:
+            interp.set_tensor(interp.get_input_details()[0]["index"], feed)
+            interp.invoke()
+            for d in interp.get_tensor_details():
+                scale, zp = d["quantization"]
+                if d["name"] == "class_scores":
+                    q = interp.get_tensor(d["index"]).astype(np.float64)
+                    foreground = np.sort(((q - zp) * scale)[..., 1:], axis=None)
+                    kth_scores.append(foreground[-(max_detections + 1) // 2])
+                if d["name"] not in net.activations:
+                    continue
+                q = interp.get_tensor(d["index"]).astype(np.float64)
+                real = (q - zp) * scale
+                # a RELU's zeros sit at the lowest code without being clipped
+                clipped = ((q <= info.min) | (q >= info.max)) & (real != 0)
+                grow = 2.0 if np.mean(clipped) > 0.01 else 1.0
+                prev = observed.get(d["name"], [0.0, 0.0])
+                observed[d["name"]] = [min(prev[0], real.min() * grow),
+                                       max(prev[1], real.max() * grow)]
+        used, qparams = qparams, {name: _fit(lo, hi, dtype) for name, (lo, hi) in
+                                  observed.items()}
+    if nms_score_threshold is None:
+        threshold = (np.floor(np.mean(kth_scores) * 256) + 0.5) / 256
+        net = Net(dtype, used, seed)
+        data = net.g.finish(*write(net))
+    return data

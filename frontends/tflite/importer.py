@@ -5,7 +5,8 @@ not at once), and converts the operators in order. Quantized tensors become int8
 (uint8 ones shifted by -128, their quantize/dequantize calls saying so: ``canonqnn.qdq``); 4-D activations are held
 NCHW inside the module while its interface keeps the model's NHWC shapes, names and dtypes.
 16x8 models (int16 activations, int8 weights, int64 biases) import the same way, their int16
-tensors held as int16.
+tensors held as int16. Operators with no quantized tensor (float pre- and post-processing)
+are converted by TVM's own TFLite converters (``_generic``).
 The module records ``source="tflite"`` and ``rounding="q31_double"``: TFLite's reference
 kernels requantize with Q31 fixed-point multipliers and two roundings, ties away from zero.
 """
@@ -25,6 +26,7 @@ from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
 
 from . import _fold, ops  # noqa: F401  (ops registers the converters)
 from ._context import CONVERTERS, ImportContext, Unsupported, Value, tensor_qparams
+from ._generic import FloatOperators
 from .reader import Model, read_model
 
 SOURCE, ROUNDING = "tflite", "q31_double"
@@ -35,14 +37,15 @@ def _error(problems, hint: str = "") -> UnsupportedError:
     return UnsupportedError(problems, source="TFLite", hint=hint)
 
 
-def _prescan(model: Model) -> None:
+def _prescan(model: Model, float_ops: FloatOperators) -> None:
     unsupported = [op for op in model.operators if op.kind not in CONVERTERS and
-                   op.kind not in _fold.FOLDERS and op.kind != "SHAPE"]
+                   op.kind not in _fold.FOLDERS and op.kind != "SHAPE" and
+                   not float_ops.takes(op)]
     if unsupported:
         inputs = [model.tensors[i].name for op in unsupported for i in op.inputs
                   if i >= 0 and model.tensors[i].data is None]
-        raise _error([(op.label, op.kind, "operator is not supported by canonqnn")
-                      for op in unsupported], cut_hint(inputs))
+        raise _error([(op.label, op.kind, float_ops.refusal(op)) for op in unsupported],
+                     cut_hint(inputs))
 
 
 def cut_model(model: Model, outputs: list[str]) -> Model:
@@ -79,16 +82,17 @@ def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> 
     m = read_model(model)
     if outputs is not None:
         m = cut_model(m, outputs)
-    _prescan(m)
+    bb = _tvm.BlockBuilder()
+    ctx = ImportContext(bb)
+    float_ops = FloatOperators(m, ctx)
+    _prescan(m, float_ops)
     inputs = [_input_info(m, i) for i in m.inputs]
     values: dict[int, Value] = {}
     for t in m.tensors:
         if t.data is not None or t.is_variable:
             values[t.index] = _stored(t)
 
-    bb = _tvm.BlockBuilder()
     params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
-    ctx = ImportContext(bb)
     failure: CanonqnnError | None = None
     with bb.function("main", params):
         with bb.dataflow():
@@ -99,7 +103,7 @@ def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> 
                     expr = ctx.emit(qdq.uint8_to_int8(param))
                 values[index] = Value(info.dtype, info.shape, expr, qparams=_qparams(t))
             try:
-                _convert_operators(ctx, m, values)
+                _convert_operators(ctx, m, values, float_ops)
                 outputs, out_infos = _outputs(ctx, m, values)
             except CanonqnnError as exc:
                 failure, outputs = exc, [params[0] if params else _tvm.const(0)]
@@ -132,7 +136,8 @@ def _qparams(t):
         raise _error([(t.name, "tensor", str(exc))]) from None
 
 
-def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value]) -> None:
+def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value],
+                       float_ops: FloatOperators) -> None:
     for op in m.operators:
         ctx.op = op
         try:
@@ -142,7 +147,7 @@ def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value]) -
                     raise InvalidModelError(f"input tensor {m.tensors[index].name!r} is not "
                                             "produced before this operator")
                 inputs.append(values[index] if index >= 0 else None)
-            outs = _convert(ctx, op, inputs, [m.tensors[i] for i in op.outputs])
+            outs = _convert(ctx, op, inputs, [m.tensors[i] for i in op.outputs], float_ops)
         except Unsupported as exc:
             raise _error([(op.label, op.kind, str(exc))]) from None
         except CanonqnnError as exc:
@@ -155,13 +160,16 @@ def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value]) -
     ctx.op = None
 
 
-def _convert(ctx: ImportContext, op, inputs: list, outputs: list) -> list[Value]:
+def _convert(ctx: ImportContext, op, inputs: list, outputs: list,
+             float_ops: FloatOperators) -> list[Value]:
     if _fold.foldable(op, inputs):
         try:
             return _fold.fold(op, inputs, outputs)
         except Unsupported:
-            if op.kind not in CONVERTERS:
+            if op.kind not in CONVERTERS and not float_ops.takes(op):
                 raise
+    if float_ops.takes(op):
+        return float_ops.convert(op, inputs, outputs)
     if op.kind not in CONVERTERS:
         raise Unsupported("only folded here, where every input is a constant shape or index "
                           "(this one is computed at run time)")

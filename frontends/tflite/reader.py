@@ -53,6 +53,22 @@ class Model:
     operators: list[Operator]
     inputs: list[int]
     outputs: list[int]
+    schema: Any = None                  # the ``tflite.Model`` read (TVM's converters read it)
+
+
+DETECTION_POSTPROCESS = "CUSTOM:TFLite_Detection_PostProcess"
+
+
+def detection_outputs(model: Model) -> dict[str, str]:
+    """The boxes, classes and scores outputs of each ``TFLite_Detection_PostProcess``, mapped to
+    the name of its detection count: entries past the count are left undefined by TFLite's
+    kernel (whatever the buffer held), so they have no value to compare."""
+    found = {}
+    for op in model.operators:
+        if op.kind == DETECTION_POSTPROCESS and len(op.outputs) == 4:
+            count = model.tensors[op.outputs[3]].name
+            found.update({model.tensors[i].name: count for i in op.outputs[:3]})
+    return found
 
 
 def read_bytes(model: str | os.PathLike | bytes) -> tuple[bytes, str]:
@@ -101,7 +117,7 @@ def _read(m: Any, where: str) -> Model:
         operators.append(Operator(i, kind, _ints(op.InputsAsNumpy()),
                                   _ints(op.OutputsAsNumpy()), _options(op, kind),
                                   intermediates))
-    return Model(tensors, operators, _ints(g.InputsAsNumpy()), _ints(g.OutputsAsNumpy()))
+    return Model(tensors, operators, _ints(g.InputsAsNumpy()), _ints(g.OutputsAsNumpy()), m)
 
 
 def _ints(values: Any) -> list[int]:

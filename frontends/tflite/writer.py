@@ -9,7 +9,9 @@
 
 Stateful operators' state tensors are ``g.tensor(..., is_variable=True)`` (no data: the
 interpreter refuses variables with a buffer); operator intermediates (the int8 LSTM's internal
-quantization) are ``g.op(..., intermediates=[...])``.
+quantization) are ``g.op(..., intermediates=[...])``. Custom operators are
+``g.custom_op("TFLite_Detection_PostProcess", inputs, outputs, {"max_detections": 10, ...})``:
+the options are written as the FlexBuffer map their kernel reads (``custom_options``).
 
 Option keyword names are the schema's field names (``strideH``, ``fusedActivationFunction``);
 enum values may be given by name (``padding="SAME"``, ``fusedActivationFunction="RELU6"``).
@@ -23,10 +25,12 @@ from typing import Any
 import flatbuffers
 import numpy as np
 import tflite
+from flatbuffers import flexbuffers
 
 from ._schema import OPTIONS, TENSOR_TYPES
 
 _ENUMS = {"padding": tflite.Padding, "fusedActivationFunction": tflite.ActivationFunctionType}
+CUSTOM = "CUSTOM:"  # operator kinds of custom operators, as the reader names them
 
 
 @dataclass
@@ -47,7 +51,8 @@ class GraphWriter:
     def __init__(self) -> None:
         self.tensors: list[_Tensor] = []
         self.buffers: list[bytes] = [b""]  # buffer 0 is the empty sentinel
-        self.operators: list[tuple[str, list[int], list[int], dict[str, Any]]] = []
+        # (kind, inputs, outputs, builtin options, or a custom operator's FlexBuffer bytes)
+        self.operators: list[tuple[str, list[int], list[int], dict[str, Any] | bytes]] = []
         self.intermediates: dict[int, list[int]] = {}  # operator position -> tensor indices
 
     def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None,
@@ -73,13 +78,22 @@ class GraphWriter:
 
     def op(self, kind: str, inputs: list[int], outputs: list[int],
            intermediates: list[int] | None = None, **options: Any) -> None:
-        if not hasattr(tflite.BuiltinOperator, kind):
-            raise ValueError(f"GraphWriter: {kind} is not a TFLite builtin operator")
+        if not hasattr(tflite.BuiltinOperator, kind) or kind == "CUSTOM":
+            raise ValueError(f"GraphWriter: {kind} is not a TFLite builtin operator "
+                             "(custom operators: custom_op)")
         if options and not OPTIONS.get(kind):
             raise ValueError(f"GraphWriter: no options table known for {kind}")
         if intermediates:
             self.intermediates[len(self.operators)] = list(intermediates)
         self.operators.append((kind, list(inputs), list(outputs), options))
+
+    def custom_op(self, name: str, inputs: list[int], outputs: list[int],
+                  options: dict[str, Any] | None = None) -> None:
+        """Kernels read their options by key, with no schema: ints, floats, bools and strings
+        are written with their Python types. ``None`` writes no ``custom_options`` (an empty
+        dict, an empty map: TFLite_Detection_PostProcess's kernel crashes on none)."""
+        blob = b"" if options is None else bytes(flexbuffers.Dumps(options))
+        self.operators.append((CUSTOM + name, list(inputs), list(outputs), blob))
 
     def finish(self, inputs: list[int], outputs: list[int], description: str = "canonqnn") \
             -> bytes:
@@ -104,10 +118,15 @@ class GraphWriter:
 
         opcodes = []
         for kind in codes:
-            code = getattr(tflite.BuiltinOperator, kind)
+            custom = kind.startswith(CUSTOM)
+            code = getattr(tflite.BuiltinOperator, "CUSTOM" if custom else kind)
+            # strings before the table: flatbuffers builds no object inside another
+            custom_code = b.CreateString(kind[len(CUSTOM):]) if custom else None
             tflite.OperatorCodeStart(b)
             tflite.OperatorCodeAddDeprecatedBuiltinCode(b, min(code, 127))
             tflite.OperatorCodeAddBuiltinCode(b, code)
+            if custom_code is not None:
+                tflite.OperatorCodeAddCustomCode(b, custom_code)
             tflite.OperatorCodeAddVersion(b, 1)
             opcodes.append(tflite.OperatorCodeEnd(b))
         buffers = []
@@ -154,9 +173,13 @@ class GraphWriter:
         return tflite.TensorEnd(b)
 
     def _write_operator(self, b: flatbuffers.Builder, opcode: int, kind: str, inputs, outputs,
-                        options: dict[str, Any], intermediates: list[int] | None = None) -> int:
-        table = OPTIONS.get(kind)
+                        options: dict[str, Any] | bytes,
+                        intermediates: list[int] | None = None) -> int:
+        custom = kind.startswith(CUSTOM)
+        table = None if custom else OPTIONS.get(kind)
         opts = _write_options(b, table, options) if table else None
+        blob = b.CreateNumpyVector(np.frombuffer(options, np.uint8)) if custom and options \
+            else None
         ins = b.CreateNumpyVector(np.asarray(inputs, np.int32))
         outs = b.CreateNumpyVector(np.asarray(outputs, np.int32))
         inter = b.CreateNumpyVector(np.asarray(intermediates, np.int32)) if intermediates \
@@ -170,6 +193,9 @@ class GraphWriter:
         if opts is not None:
             tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, table))
             tflite.OperatorAddBuiltinOptions(b, opts)
+        if blob is not None:
+            tflite.OperatorAddCustomOptions(b, blob)
+            tflite.OperatorAddCustomOptionsFormat(b, tflite.CustomOptionsFormat.FLEXBUFFERS)
         return tflite.OperatorEnd(b)
 
 

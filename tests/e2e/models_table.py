@@ -94,6 +94,12 @@ ROWS = [
         models.resnet_like()), "16-bit steps"),
     Row("Transformer encoder", "ONNX QDQ uint16 activations", lambda: real.quantize_16bit(
         models.transformer_encoder_like(), "u16"), "16-bit steps"),
+    Row("SSD-style detector ending in TFLite_Detection_PostProcess", "TFLite int8",
+        real.ssd_like_tflite, "float region"),
+    Row("SSD-style detector, uint8 box and class tensors into the post-processing",
+        "TFLite uint8", lambda: real.ssd_like_tflite(dtype="uint8",
+                                                     quantized_postprocess_inputs=True),
+        "float region"),
     Row("MobileNet-V1 0.25 as today's converter writes it (shape subgraph)", "TFLite int8",
         _tflite("mobilenet_v1", alpha=0.25, size=64, shape_subgraph=True)),
     Row("MobileNet-V1 0.25", "TFLite uint8", _tflite("mobilenet_v1", alpha=0.25, size=64,
@@ -122,18 +128,23 @@ def _islands(report) -> str:
 
 
 def _ulps(model, lib, io, outputs) -> float:
-    """Largest difference from onnxruntime over RUNS inputs, in ulps of each output's largest
+    """Largest difference from the model's runtime (onnxruntime, or the TFLite interpreter's
+    reference kernels as parity runs them) over RUNS inputs, in ulps of each output's largest
     magnitude."""
-    from canonqnn.api import expose_onnx_tensors, ort_session
+    from canonqnn.api import expose_onnx_tensors, ort_session, tflite_runtimes
     from canonqnn.io import random_inputs
 
     names = [o.name for o in io.outputs]
-    session, _ = ort_session(expose_onnx_tensors(model, names)[0])
+    if io.source == "tflite":
+        run = tflite_runtimes(model, io)[0].run
+    else:
+        session, _ = ort_session(expose_onnx_tensors(model, names)[0])
+        run = lambda feed: session.run(names, feed)  # noqa: E731
     worst = 0.0
     for seed in range(RUNS):
         feed = random_inputs(io, seed)
         got = lib.run(feed)
-        for name, ref in zip(names, session.run(names, feed)):
+        for name, ref in zip(names, run(feed)):
             unit = np.spacing(np.float32(np.abs(ref).max()))
             worst = max(worst, float(np.abs(ref.astype(np.float64) - got[name]).max() / unit))
     return worst
@@ -187,10 +198,15 @@ What still refuses, and why (each raises the error naming node, op and reason):
   and data movement are canonical int16 ops; the other int16 builtins (MUL, SUB, the pools,
   CONCATENATION, ...) stay named float islands; an int32 bias without its
   `quantized_bias_type` and an int16 ADD on TFLite's power-of-two kernel are refused.
-- **TFLite `TFLite_Detection_PostProcess`** (a custom operator) and ONNX `NonMaxSuppression`
-  (TVM's converter returns a fixed-size padded result, onnxruntime a run-time-sized one): the
-  error names the tensors the post-processing reads; `--outputs` (`load(outputs=[...])`)
-  converts the model up to them.
+- **ONNX `NonMaxSuppression`** (TVM's converter returns a fixed-size padded result,
+  onnxruntime a run-time-sized one): the error names the tensors the post-processing reads;
+  `--outputs` (`load(outputs=[...])`) converts the model up to them. TFLite's
+  `TFLite_Detection_PostProcess` has fixed-size outputs and converts (TVM's converter, a float
+  island; the entries past the detection count, which TFLite leaves undefined, are compared
+  as 0).
+- **TFLite operators with quantized tensors that canonqnn has no converter for** (quantized
+  EXP, DIV, ...): TVM's converters compute on float tensors only, so they are refused, named;
+  float ones convert through TVM's converters.
 - **ONNX QuantizeLinear with a scale computed at run time** (DynamicQuantizeLinear written out
   as its function expansion): use the DynamicQuantizeLinear operator.
 """

@@ -1,0 +1,103 @@
+"""Float operators through TVM's own TFLite converters.
+
+A TFLite model keeps float pre- and post-processing around its quantized layers (input
+normalization before the QUANTIZE, box decoding after the last DEQUANTIZE, a detector's
+``TFLite_Detection_PostProcess``). An operator none of whose tensors is quantized has nothing
+for the rules to fold: it is converted by TVM's TFLite importer (``_tvm.TfliteConverters``),
+whose output is plain Relax (one op, or a short chain, per operator), and the Report names it
+as a float island. canonqnn's converters keep every operator that reads or writes a quantized
+tensor: they write the forms the rules match.
+
+``TFLite_Detection_PostProcess`` dequantizes quantized inputs itself in TFLite (real values
+``(q - zp) * scale``), so it takes them dequantized here and is converted by TVM too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from canonqnn import _tvm
+
+from ._context import ImportContext, Unsupported, Value
+from .reader import Model, Operator, Tensor
+
+# Operators TVM's converter may be given quantized inputs of, as their real values.
+READS_REAL_VALUES = frozenset({"DETECTION_POSTPROCESS"})
+
+
+class FloatOperators:
+    """TVM's converters for the float operators of one model (built on first use)."""
+
+    def __init__(self, model: Model, ctx: ImportContext) -> None:
+        self._model = model
+        self._ctx = ctx
+        self._converters: Any = None
+
+    def _tvm(self) -> Any:
+        if self._converters is None:
+            self._converters = _tvm.TfliteConverters(self._model.schema, self._ctx.bb)
+        return self._converters
+
+    def kind(self, op: Operator) -> str | None:
+        """TVM's name for ``op`` when TVM converts it, else None."""
+        return None if self._model.schema is None else self._tvm().kind(op.index)
+
+    def takes(self, op: Operator) -> bool:
+        """``op`` is TVM's to convert: it has a TVM converter and no quantized tensor (or reads
+        real values: ``READS_REAL_VALUES``)."""
+        kind = self.kind(op)
+        tensors = self._model.tensors
+        if kind is None or any(tensors[i].quantized for i in op.outputs):
+            return False
+        return kind in READS_REAL_VALUES or not any(tensors[i].quantized for i in op.inputs
+                                                    if i >= 0)
+
+    def refusal(self, op: Operator) -> str:
+        """Why an operator canonqnn has no converter for is not TVM's either."""
+        if self.kind(op) is None:
+            return "operator is not supported by canonqnn or TVM's TFLite importer"
+        return ("quantized: canonqnn has no converter for it, and TVM's converts it on float "
+                "tensors only")
+
+    def convert(self, op: Operator, inputs: list[Value | None],
+                outputs: list[Tensor]) -> list[Value]:
+        ctx = self._ctx
+        exprs, constants = {}, {}
+        for index, value in zip(op.inputs, inputs):
+            if value is None:
+                continue
+            if value.const is not None:
+                constants[index] = _real(value) if value.quantized else value.const
+                continue
+            value = ctx.as_nhwc(value)
+            exprs[index] = ctx.dq(value) if value.quantized else ctx.expr(value)
+        try:
+            results = self._tvm().convert(op.index, exprs, constants)
+        except Exception as exc:  # noqa: BLE001  (TVM's converters assert; name the operator)
+            raise Unsupported(f"TVM's TFLite converter failed: {type(exc).__name__}: "
+                              f"{exc}") from None
+        if len(results) < len(outputs):
+            raise Unsupported(f"TVM's converter gives {len(results)} outputs, the operator has "
+                              f"{len(outputs)}")
+        values = []
+        for expr, out in zip(results, outputs):
+            shape, dtype = _tvm.shape_of(expr), _tvm.dtype_of(expr)
+            if (out.shape and tuple(shape) != tuple(out.shape)) or dtype != out.dtype:
+                raise Unsupported(f"TVM's converter computes {dtype}{list(shape)} for output "
+                                  f"{out.name!r}, the model declares {out.dtype}"
+                                  f"{list(out.shape)}")
+            values.append(Value(out.dtype, tuple(shape), expr))
+        return values
+
+
+def _real(value: Value) -> Any:
+    """A quantized constant's real values, as TFLite dequantizes: ``f32(q - zp) * scale``."""
+    qp = value.qparams
+    stored = np.asarray(value.const, np.int64) - (128 if value.dtype == "uint8" else 0)
+    axis = qp.axis if not qp.per_tensor else None
+    scale, zp = (qp.scale, qp.zero_point) if axis is None else (
+        np.expand_dims(qp.scale, tuple(i for i in range(stored.ndim) if i != axis)),
+        np.expand_dims(qp.zero_point, tuple(i for i in range(stored.ndim) if i != axis)))
+    return ((stored - zp).astype(np.float32) * np.asarray(scale, np.float32)).astype(np.float32)
