@@ -274,6 +274,15 @@ def as_target(target: Any) -> Any:
     return tvm.target.Target(target)
 
 
+# FuseOps fuses up to 256 ops into one kernel; a chain of float elementwise ops a model keeps
+# (pre- and post-processing) then becomes one PrimFunc with a block and a buffer per op, which
+# LLVM compiles in time growing faster than the chain (300 relus: 14.5 s; TVM's own unfused
+# build of the model: 0.7 s). Kernels of at most 8 ops compile in about TVM's time (300: 1.1 s;
+# 3,000: 3.4 s against TVM's 3.7 s; docs/benchmarks.md) and hold every canonical fusion (an op
+# with its requantize, clamp and table).
+MAX_FUSE_DEPTH_KEY, MAX_FUSE_DEPTH = "relax.FuseOps.max_depth", 8
+
+
 def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = ()) -> Any:
     """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
     FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
@@ -295,7 +304,10 @@ def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = ())
     passes = cpu.library_dispatch_passes(target) + [
         relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), mark_elementwise,
         relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
-    with target:
+    current = tvm.transform.PassContext.current()
+    config = {**dict(current.config), MAX_FUSE_DEPTH_KEY: MAX_FUSE_DEPTH}
+    with target, tvm.transform.PassContext(opt_level=current.opt_level, config=config,
+                                           instruments=list(current.instruments)):
         return tvm.transform.Sequential(passes)(mod)
 
 

@@ -1,7 +1,8 @@
 """``canonqnn`` command line: convert, build, run, inspect, parity, ops, patterns, demo.
 
 Errors print as ``canonqnn: error: <message>`` (no traceback) and exit with status 2;
-``parity`` exits 1 when an output differs.
+``parity`` exits 1 when an output differs. An exception canonqnn did not expect is a bug: one
+line ``canonqnn: internal error ...``, status 3 (``--debug`` prints its traceback).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 import numpy as np
@@ -18,6 +20,8 @@ from .errors import CanonqnnError
 from .numerics import PROFILES
 
 EXIT_ERROR, EXIT_DIFFERS = 2, 1
+EXIT_BUG = 3  # an exception canonqnn did not expect: a bug, reported in one line
+EXIT_INTERRUPTED = 130  # as shells report SIGINT
 
 
 def _parse_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray] | None:
@@ -241,6 +245,8 @@ def cmd_demo(args) -> int:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canonqnn", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true",
+                   help="show the Python traceback of an unexpected error (a bug)")
     sub = p.add_subparsers(dest="command", required=True)
     model_options = argparse.ArgumentParser(add_help=False)
     model_options.add_argument("--shape", action="append", metavar="NAME=D1xD2x...",
@@ -337,6 +343,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left (``| head``): stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except KeyboardInterrupt:
+        print("canonqnn: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001  (anything else is a bug: one line, not a traceback)
+        if args.debug:
+            traceback.print_exc()
+        first = (str(exc).strip().splitlines() or [""])[0]
+        print(f"canonqnn: internal error (a bug in canonqnn: please report it with the command "
+              f"and the model): {type(exc).__name__}: {first}"
+              + ("" if args.debug else "; --debug shows the traceback"), file=sys.stderr)
+        return EXIT_BUG
 
 
 if __name__ == "__main__":

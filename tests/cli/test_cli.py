@@ -11,6 +11,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from _onnx_chains import qdq_layer_norm
 
+from canonqnn import cli
 from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, main
 
 
@@ -226,3 +227,19 @@ def test_outputs_cuts_the_model_for_every_command(tmp_path, capsys):
     assert main(["parity", path, "--outputs", "xf", "--runs", "1"]) == 0
     assert main(["inspect", path, "--outputs", ","]) == EXIT_ERROR
     assert "--outputs ','" in capsys.readouterr().err
+
+
+def test_an_unexpected_exception_is_one_line_that_says_bug_and_debug_shows_the_traceback(
+        monkeypatch, capsys):
+    def broken(args):
+        raise RuntimeError("something canonqnn did not foresee\nsecond line")
+
+    monkeypatch.setattr(cli, "cmd_ops", broken)
+    assert main(["ops"]) == cli.EXIT_BUG
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("canonqnn: internal error (a bug in canonqnn")
+    assert "RuntimeError: something canonqnn did not foresee; --debug" in err
+    assert main(["--debug", "ops"]) == cli.EXIT_BUG
+    err = capsys.readouterr().err
+    assert "Traceback (most recent call last)" in err and "second line" in err

@@ -110,8 +110,10 @@ def test_dynamically_quantized_models_match_onnxruntime_within_the_float_bound(n
 SIXTEEN_BIT_STEPS = 4
 
 
-@pytest.mark.parametrize("activations", ["s16", "u16"])
-@pytest.mark.parametrize("arch", ["resnet", "transformer"])
+@pytest.mark.parametrize("arch, activations", [
+    ("resnet", "s16"), ("transformer", "u16"),  # each architecture and 16-bit type once
+    pytest.param("resnet", "u16", marks=pytest.mark.slow),
+    pytest.param("transformer", "s16", marks=pytest.mark.slow)])
 def test_sixteen_bit_qdq_converts_as_named_float_islands_within_steps(arch, activations):
     float_model = models.resnet_like() if arch == "resnet" else models.transformer_encoder_like()
     q = real.quantize_16bit(float_model, activations)

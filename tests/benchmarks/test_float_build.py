@@ -1,0 +1,37 @@
+"""benchmarks/float_build.py runs end to end (no timing asserted), and what makes float chains
+build in about TVM's own time: fused kernels of a long float chain hold at most 8 ops each
+(``_tvm.MAX_FUSE_DEPTH``; TVM's FuseOps alone fuses up to 256)."""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+
+import canonqnn
+from canonqnn import _tvm
+from canonqnn.builder import inspect_kernels
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "float_build.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("float_build_benchmark", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_float_build_benchmark_prints_seconds_and_the_ratio(capsys):
+    assert _load().main(["--sizes", "12", "--mix"]) == 0
+    header, row = capsys.readouterr().out.strip().splitlines()[-2:]
+    assert header.split()[-1] == "a/b"
+    n, islands, ours, tvm, ratio = row.split()
+    assert (n, islands) == ("12", "13") and float(ours) > 0 and float(tvm) > 0
+
+
+def test_a_long_float_chain_is_fused_into_kernels_of_a_bounded_number_of_ops():
+    mod, report = canonqnn.canonicalize(canonqnn.load(_load().float_chain(60)))
+    assert len(report.float_islands) == 61
+    kernels = inspect_kernels(mod).kernels
+    relus = [k.name.split("_").count("relu") for k in kernels]
+    assert sum(relus) == 60 and max(relus) == _tvm.MAX_FUSE_DEPTH == 8
