@@ -43,7 +43,7 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx, topi
-from ..qparams import QParams, mean_multiplier
+from ..qparams import QParams, activation_range, mean_multiplier
 from ._dtypes import check_activation_dtype
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -174,11 +174,13 @@ GLOBAL_AVG_POOL2D = register(CanonicalOp(
 ))
 
 
-def global_avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, act=(-128, 127),
+def global_avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, act=None,
                       rounding: str = "rne_f32", *, q31_kernel: str | None = None,
                       source_dtype: str = "int8") -> Any:
     """Build ``canonqnn.global_avg_pool2d``. Under the q31 roundings ``q31_kernel`` must say
-    which TFLite builtin's arithmetic to reproduce: "mean" or "average_pool" (they differ)."""
+    which TFLite builtin's arithmetic to reproduce: "mean" or "average_pool" (they differ).
+    ``act``: the integer clamp, by default the whole range of ``x``'s dtype."""
+    act = activation_range(_tvm.dtype_of(x)) if act is None else act
     if rounding in Q31_ROUNDINGS:
         if q31_kernel not in Q31_KERNELS:
             raise UnsupportedRounding(
@@ -675,8 +677,10 @@ REDUCE_MEAN = register(CanonicalOp(
 
 
 def reduce_mean(x: Any, axes, keepdims: bool, x_qp: QParams, out_qp: QParams, *,
-                act=(-128, 127), summation: str | None = None, rounding: str = "rne_f32") -> Any:
-    """Build ``canonqnn.reduce_mean``; ``summation`` defaults to onnxruntime's order."""
+                act=None, summation: str | None = None, rounding: str = "rne_f32") -> Any:
+    """Build ``canonqnn.reduce_mean``; ``summation`` defaults to onnxruntime's order, ``act``
+    (the integer clamp) to the whole range of ``x``'s dtype."""
+    act = activation_range(_tvm.dtype_of(x)) if act is None else act
     shape = _tvm.shape_of(x)
     axes = sorted(int(i) % len(shape) for i in axes)
     summation = summation or onnxruntime_summation(shape, axes)

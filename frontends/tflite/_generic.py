@@ -47,12 +47,12 @@ class FloatOperators:
     def takes(self, op: Operator) -> bool:
         """``op`` is TVM's to convert: it has a TVM converter and no quantized tensor (or reads
         real values: ``READS_REAL_VALUES``)."""
-        kind = self.kind(op)
         tensors = self._model.tensors
-        if kind is None or any(tensors[i].quantized for i in op.outputs):
-            return False
-        return kind in READS_REAL_VALUES or not any(tensors[i].quantized for i in op.inputs
-                                                    if i >= 0)
+        if any(tensors[i].quantized for i in op.outputs):
+            return False  # (checked first: a quantized model never loads TVM's converters)
+        kind = self.kind(op)
+        return kind is not None and (kind in READS_REAL_VALUES or not any(
+            tensors[i].quantized for i in op.inputs if i >= 0))
 
     def refusal(self, op: Operator) -> str:
         """Why an operator canonqnn has no converter for is not TVM's either."""

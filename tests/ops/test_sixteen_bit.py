@@ -374,13 +374,13 @@ def test_mean_16x8_matches_tflite_reference_and_build(case):
     want = run_tflite(model, [x])[0]
     if axes == (1, 2):  # NCHW for the canonical op; [N, C, 1, 1] out
         op = SingleOp(lambda v: pool.global_avg_pool2d(
-            v, q16(xs), q16(ys), (-32768, 32767), "q31_double", q31_kernel="mean"),
+            v, q16(xs), q16(ys), rounding="q31_double", q31_kernel="mean"),
             {"x": (shape[0], shape[3], shape[1], shape[2])}, "int16")
         ref, built = op.both(x=x.transpose(0, 3, 1, 2))
         ref, built = ref.reshape(want.shape), built.reshape(want.shape)
     else:
         op = SingleOp(lambda v: pool.reduce_mean(
-            v, axes, keepdims, q16(xs), q16(ys), act=(-32768, 32767), rounding="q31_double"),
+            v, axes, keepdims, q16(xs), q16(ys), rounding="q31_double"),
             {"x": shape}, "int16")
         ref, built = op.both(x=x)
     assert ref.dtype == np.int16 and built.dtype == np.int16
