@@ -352,11 +352,17 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     # onnxruntime with the profile's thread count, on which its float ReduceMean order depends
     runtimes = tflite_runtimes(model, io) if io.source == "tflite" else \
         [onnx_runtime(model, io, module_profile.threads)]
-    built = build(mod, target)
+    if not io.outputs:
+        raise CanonqnnError("the model has no outputs: parity would compare nothing")
     if inputs is None:
+        if runs < 1:
+            raise CanonqnnError(f"parity needs at least one run, not {runs}")
         feeds = [random_inputs(io, seed + i) for i in range(runs)]
     else:
         feeds = [inputs] if isinstance(inputs, dict) else list(inputs)
+        if not feeds:
+            raise CanonqnnError("parity needs at least one input, not an empty list")
+    built = build(mod, target)
     same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
     worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
     total = {o.name: 0 for o in io.outputs}

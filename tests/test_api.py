@@ -5,8 +5,10 @@ from __future__ import annotations
 import importlib
 
 import numpy as np
+import pytest
 
 import canonqnn
+from canonqnn.errors import CanonqnnError
 
 
 def test_public_functions_stay_functions_after_submodule_imports():
@@ -27,3 +29,11 @@ def test_readme_flow_runs_with_the_models_own_names(quantized_model, tmp_path):
     lib = built.export(tmp_path / "m.so")
     again = canonqnn.load_built(lib).run({"input": x})
     np.testing.assert_array_equal(again["logits"], out["logits"])
+
+
+def test_parity_refuses_to_compare_nothing(quantized_model):
+    model = quantized_model("conv_classifier")
+    with pytest.raises(CanonqnnError, match="at least one run, not 0"):
+        canonqnn.parity(model, runs=0)
+    with pytest.raises(CanonqnnError, match="at least one input, not an empty list"):
+        canonqnn.parity(model, [])

@@ -243,3 +243,11 @@ def test_an_unexpected_exception_is_one_line_that_says_bug_and_debug_shows_the_t
     assert main(["--debug", "ops"]) == cli.EXIT_BUG
     err = capsys.readouterr().err
     assert "Traceback (most recent call last)" in err and "second line" in err
+
+
+@pytest.mark.parametrize("runs", ["0", "-2"])
+def test_parity_with_no_run_is_an_error_not_a_pass(tmp_path, quantized_model, capsys, runs):
+    path = _save(quantized_model("conv_classifier"), tmp_path / "m.onnx")
+    assert main(["parity", path, "--runs", runs]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert err == f"canonqnn: error: parity needs at least one run, not {runs}\n"
