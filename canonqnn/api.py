@@ -16,7 +16,7 @@ import numpy as np
 from . import _tvm
 from .builder import build, inspect_kernels, load_built
 from .errors import CanonqnnError, InvalidModelError, ParityError
-from .io import ModelIO, module_io, random_inputs  # noqa: F401  (public here too)
+from .io import ModelIO, checked_inputs, module_io, random_inputs  # noqa: F401  (public here too)
 from .numerics import get as get_profile
 from .numerics.probe import ORT_CONFIG, ort_session_options
 
@@ -362,6 +362,7 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
         feeds = [inputs] if isinstance(inputs, dict) else list(inputs)
         if not feeds:
             raise CanonqnnError("parity needs at least one input, not an empty list")
+        feeds = [checked_inputs(io, feed) for feed in feeds]  # the runtimes see the same data
     built = build(mod, target)
     same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
     worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]

@@ -18,7 +18,7 @@ import numpy as np
 from . import _tvm, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError, VerificationError
-from .io import IO_FUNCTION, ModelIO, interface
+from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
 
 KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
@@ -39,20 +39,8 @@ class Built:
         self._vm = _tvm.virtual_machine(self.module)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        args = []
-        for info in self.io.inputs:
-            if info.name not in inputs:
-                raise CanonqnnError(f"missing input {info.name!r} (expected {info.dtype} "
-                                    f"{list(info.shape)})")
-            value = np.asarray(inputs[info.name])
-            if tuple(value.shape) != tuple(info.shape):
-                raise CanonqnnError(f"input {info.name!r} has shape {list(value.shape)}, "
-                                    f"expected {list(info.shape)}")
-            args.append(_tvm.to_device(value.astype(info.dtype, copy=False)))
-        unknown = set(inputs) - {i.name for i in self.io.inputs}
-        if unknown:
-            raise CanonqnnError(f"unknown input(s) {sorted(unknown)}; the model takes "
-                                f"{[i.name for i in self.io.inputs]}")
+        feed = checked_inputs(self.io, inputs)
+        args = [_tvm.to_device(feed[info.name]) for info in self.io.inputs]
         result = _tvm.to_numpy(self._vm["main"](*args))
         values = [result] if len(self.io.outputs) == 1 else list(result)
         return {info.name: np.asarray(v) for info, v in zip(self.io.outputs, values)}

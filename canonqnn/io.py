@@ -73,6 +73,51 @@ def interface(mod: Any) -> ModelIO:
     return ModelIO("relax", inputs, outputs)
 
 
+def checked_inputs(io: ModelIO, inputs: dict[str, Any]) -> dict[str, np.ndarray]:
+    """``inputs`` as arrays of the model's input dtypes and shapes, keyed by its input names.
+
+    A value is converted only where nothing is lost: integers (or booleans) within an integer
+    input's range; numbers into a float input (float64 data rounds to float32). Anything else,
+    a missing or unknown name or another shape raises ``CanonqnnError`` naming the input: a
+    cast that changed the data (float into int8, 300 into int8, -100 into uint8) would give a
+    silently wrong result."""
+    from .errors import CanonqnnError
+
+    unknown = set(inputs) - {i.name for i in io.inputs}
+    if unknown:
+        raise CanonqnnError(f"unknown input(s) {sorted(unknown)}; the model takes "
+                            f"{[i.name for i in io.inputs]}")
+    out = {}
+    for info in io.inputs:
+        if info.name not in inputs:
+            raise CanonqnnError(f"missing input {info.name!r} (expected {info.dtype} "
+                                f"{list(info.shape)})")
+        value = np.asarray(inputs[info.name])
+        if tuple(value.shape) != tuple(info.shape):
+            raise CanonqnnError(f"input {info.name!r} has shape {list(value.shape)}, "
+                                f"expected {list(info.shape)}")
+        out[info.name] = _converted(info, value)
+    return out
+
+
+def _converted(info: TensorInfo, value: np.ndarray) -> np.ndarray:
+    from .errors import CanonqnnError
+
+    target = np.dtype(info.dtype)
+    if value.dtype == target:
+        return value
+    what = f"input {info.name!r} is {value.dtype}, the model takes {info.dtype}"
+    if target.kind == "f" and value.dtype.kind in "biuf":
+        return value.astype(target)
+    if target.kind in "iu" and value.dtype.kind in "biu":
+        limits = np.iinfo(target)
+        if value.size and (value.min() < limits.min or value.max() > limits.max):
+            raise CanonqnnError(f"{what}: values {value.min()}..{value.max()} are outside "
+                                f"{info.dtype}'s range")
+        return value.astype(target)
+    raise CanonqnnError(f"{what}: converting would change the data")
+
+
 def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
     """Seeded inputs of the right dtype and shape: N(0, 1) floats, integers over the 8-bit
     range (int16 activations: the whole int16 range)."""
