@@ -251,3 +251,12 @@ def test_parity_with_no_run_is_an_error_not_a_pass(tmp_path, quantized_model, ca
     assert main(["parity", path, "--runs", runs]) == EXIT_ERROR
     err = capsys.readouterr().err
     assert err == f"canonqnn: error: parity needs at least one run, not {runs}\n"
+
+
+def test_an_interrupt_is_one_line_and_the_shells_status(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "cmd_ops", interrupted)
+    assert main(["ops"]) == cli.EXIT_INTERRUPTED == 130
+    assert capsys.readouterr().err == "canonqnn: interrupted\n"
