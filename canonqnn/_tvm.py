@@ -695,7 +695,54 @@ def save_json(mod: Any) -> str:
 
 
 def load_json(text: str) -> Any:
+    """``tvm.ir.load_json`` of a graph ``check_json_graph`` accepts."""
+    check_json_graph(text)
     return tvm.ir.load_json(text)
+
+
+# Node types of TVM's JSON graph whose ``data`` is a literal, not references to other nodes.
+JSON_LITERALS = frozenset({"None", "int", "float", "bool", "ffi.String", "ffi.Bytes",
+                           "ffi.Tensor", "DataType", "Device"})
+
+
+def check_json_graph(text: str) -> None:
+    """Raise ValueError unless ``text`` is a graph TVM's ``save_json`` could have written: a
+    ``nodes`` list whose references (the integers in a node's ``data``) each name an earlier
+    node, and a ``root_index`` naming one. ``load_json`` follows references without checking
+    them: one back to the root or forward makes a cycle, and it crashes the process."""
+    import json
+
+    try:
+        graph = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"not JSON: {exc}") from None
+    nodes = graph.get("nodes") if isinstance(graph, dict) else None
+    root = graph.get("root_index") if isinstance(graph, dict) else None
+    if not isinstance(nodes, list) or not nodes or not isinstance(root, int) or \
+            isinstance(root, bool) or not 0 <= root < len(nodes):
+        raise ValueError("not a TVM JSON graph (a nodes list and a root_index in it)")
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+            raise ValueError(f"node {index} is not a typed node")
+        if node["type"] in JSON_LITERALS:
+            continue
+        for ref in _json_references(node.get("data")):
+            if not 0 <= ref < index:
+                raise ValueError(f"node {index} ({node['type']}) refers to node {ref}: only "
+                                 "earlier nodes can be referred to")
+
+
+def _json_references(data: Any):
+    if isinstance(data, bool) or data is None or isinstance(data, (str, float)):
+        return
+    if isinstance(data, int):
+        yield data
+    elif isinstance(data, list):
+        for item in data:
+            yield from _json_references(item)
+    elif isinstance(data, dict):
+        for item in data.values():
+            yield from _json_references(item)
 
 
 # ---------------------------------------------------------------- patterns and partitioning

@@ -260,3 +260,26 @@ def test_an_interrupt_is_one_line_and_the_shells_status(monkeypatch, capsys):
     monkeypatch.setattr(cli, "cmd_ops", interrupted)
     assert main(["ops"]) == cli.EXIT_INTERRUPTED == 130
     assert capsys.readouterr().err == "canonqnn: interrupted\n"
+
+
+def test_a_module_file_whose_graph_refers_back_to_its_root_is_refused_not_a_crash(
+        tmp_path, quantized_model):
+    """TVM's load_json follows a reference back to the root into a cycle and crashes the
+    process (SIGSEGV): the graph is checked first. Run in a child process, so that a crash
+    fails the test instead of ending pytest."""
+    import subprocess
+    import sys
+
+    path = tmp_path / "m.canonqnn.json"
+    assert main(["convert", _save(quantized_model("conv_classifier"), tmp_path / "m.onnx"),
+                 "-o", str(path)]) == 0
+    graph = json.loads(path.read_text())
+    array = next(n for n in graph["nodes"] if n["type"] == "ffi.Array" and n.get("data"))
+    array["data"][0] = graph["root_index"]
+    path.write_text(json.dumps(graph))
+    for command in ("inspect", "build"):
+        done = subprocess.run([sys.executable, "-m", "canonqnn.cli", command, str(path)],
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == EXIT_ERROR, (command, done.returncode, done.stderr)
+        assert done.stderr.startswith(f"canonqnn: error: {path}: not a canonqnn module file "
+                                      "(node ") and "refers to node" in done.stderr
