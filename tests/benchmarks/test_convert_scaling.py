@@ -6,20 +6,16 @@ Timings are printed by the benchmark, never asserted here.
 from __future__ import annotations
 
 import collections
-import importlib.util
-import pathlib
 import re
 
 import onnx
 import pytest
+from _benchmark_script import load
 
 import canonqnn
 from canonqnn import _tvm
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "convert_scaling.py"
-_spec = importlib.util.spec_from_file_location("convert_scaling", SCRIPT)
-cs = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cs)
+cs = load("convert_scaling")
 
 BLOCK_NODES = {"conv": cs.CONV_BLOCK_NODES, "transformer": cs.TRANSFORMER_BLOCK_NODES}
 SMALL = 200

@@ -4,21 +4,15 @@ build in about TVM's own time: fused kernels of a long float chain hold at most 
 
 from __future__ import annotations
 
-import importlib.util
-import pathlib
+from _benchmark_script import load
 
 import canonqnn
 from canonqnn import _tvm
 from canonqnn.builder import inspect_kernels
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "float_build.py"
-
 
 def _load():
-    spec = importlib.util.spec_from_file_location("float_build_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("float_build")
 
 
 def test_float_build_benchmark_prints_seconds_and_the_ratio(capsys):

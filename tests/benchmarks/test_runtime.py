@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import pathlib
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "runtime.py"
+from _benchmark_script import load
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("runtime_benchmark", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("runtime")
 
 
 def test_runtime_benchmark_prints_latency_ratios_and_constant_bytes(tmp_path, capsys):
