@@ -278,8 +278,10 @@ def test_a_module_file_whose_graph_refers_back_to_its_root_is_refused_not_a_cras
     array["data"][0] = graph["root_index"]
     path.write_text(json.dumps(graph))
     for command in ("inspect", "build"):
+        # (cwd: from the repository's root, ``-m`` would import its canonqnn/ folder, which
+        # holds neither canonqnn.frontends nor canonqnn.rewrites, instead of the installed one)
         done = subprocess.run([sys.executable, "-m", "canonqnn.cli", command, str(path)],
-                              capture_output=True, text=True, timeout=300)
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path)
         assert done.returncode == EXIT_ERROR, (command, done.returncode, done.stderr)
         assert done.stderr.startswith(f"canonqnn: error: {path}: not a canonqnn module file "
                                       "(node ") and "refers to node" in done.stderr
