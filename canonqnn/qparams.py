@@ -117,6 +117,13 @@ def check_scale(scale: np.ndarray, where: str) -> np.ndarray:
     return s
 
 
+def round_half_away(values) -> np.ndarray:
+    """C's ``std::round`` as TFLite's double-precision preparation code uses it:
+    ``copysign(floor(|x| + 0.5), x)``."""
+    v = np.asarray(values, np.float64)
+    return np.copysign(np.floor(np.abs(v) + 0.5), v)
+
+
 def uint8_to_int8(values: np.ndarray) -> np.ndarray:
     """Re-express uint8 data or zero points as int8 (q - 128): the same real values."""
     return as_signed(values, "uint8")

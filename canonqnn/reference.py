@@ -39,7 +39,7 @@ def _quantize(x, scale, zp, axis: int, out_dtype: str) -> np.ndarray:
     return np.clip(v, info.min, info.max).astype(out_dtype)
 
 
-def _dequantize(q, scale, zp, axis: int, out_dtype: str = "float32") -> np.ndarray:
+def dequantize(q, scale, zp, axis: int, out_dtype: str = "float32") -> np.ndarray:
     """relax.dequantize: ``f32(q - zp) * scale``."""
     scale, zp = _along(np.asarray(scale, np.float32), axis, q.ndim), _along(zp, axis, q.ndim)
     diff = (q.astype(np.int64) - zp.astype(np.int64)).astype(np.int32).astype(np.float32)
@@ -74,7 +74,7 @@ def _astype(args: list, attrs: dict) -> np.ndarray:
 
 RELAX_OPS: dict[str, Callable[[list, dict], np.ndarray]] = {
     "relax.quantize": lambda args, a: _quantize(*args, a["axis"], a["out_dtype"]),
-    "relax.dequantize": lambda args, a: _dequantize(*args, a["axis"]),
+    "relax.dequantize": lambda args, a: dequantize(*args, a["axis"]),
     "relax.astype": _astype,
     "relax.add": _integer(np.add),
     "relax.subtract": _integer(np.subtract),

@@ -29,6 +29,11 @@ def wrap_int32(x) -> np.ndarray:
     return ((np.asarray(x, np.int64) + 2**31) % 2**32 - 2**31).astype(np.int64)
 
 
+def wrap_int16(x) -> np.ndarray:
+    """Two's-complement wrap of int64 values to int16 (C's int16 arithmetic)."""
+    return ((np.asarray(x, np.int64) + 2**15) % 2**16 - 2**15).astype(np.int64)
+
+
 def _trunc_div_pow2(v: np.ndarray, bits: int) -> np.ndarray:
     """C integer division of int64 ``v`` by ``2^bits`` (rounds toward zero)."""
     q = v >> bits

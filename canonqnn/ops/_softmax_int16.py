@@ -18,17 +18,15 @@ scale of 1/32768 (within 0.1%) and zero points 0.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from .._tvm import te, tirx
-from ..qparams import quantize_multiplier
+from ..qparams import INT16_MAX, INT16_MIN, quantize_multiplier, round_half_away
 from ._q31 import (multiply_by_quantized_multiplier, te_multiply_by_quantized_multiplier,
-                   wrap_int32)
+                   wrap_int16, wrap_int32)
 
-INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 EXP_INPUT_ZERO = 32767  # the exp table's input zero point: 0 at the top of its range
 RECIPROCAL_OFFSET = (1 << 15) + (1 << 16)  # t - this: 1 + x in [1, 2] onto the table's input
 TABLES_SHAPE = (2, 513)
@@ -40,18 +38,18 @@ OUTPUT_SCALE_TOLERANCE = 0.001 / 32768  # TFLite's TF_LITE_ENSURE_NEAR on the ou
 def _populate(transform, in_scale: float, in_zp: int, out_scale: float) -> np.ndarray:
     """``LUTPopulateInt16<double>``: 513 samples of ``transform`` over the int16 input range,
     each lowered by half the error of linear interpolation at the mid-point (all double)."""
-    rnd = np.vectorize(lambda v: math.copysign(math.floor(abs(v) + 0.5), v))  # std::round
     lo, hi = in_scale * (INT16_MIN - in_zp), in_scale * (INT16_MAX - in_zp)
     step = (hi - lo) / 512
     inverse = 65536.0 / (out_scale * (INT16_MAX - INT16_MIN))
     x = lo + np.arange(512, dtype=np.float64) * step
     value, middle, after = transform(x), transform(x + step / 2), transform(lo + (np.arange(
         512, dtype=np.float64) + 1) * step)
-    interpolated = rnd((after * inverse + rnd(value * inverse)) / 2)
-    bias = rnd((interpolated - rnd(middle * inverse)) / 2)
+    interpolated = round_half_away((after * inverse + round_half_away(value * inverse)) / 2)
+    bias = round_half_away((interpolated - round_half_away(middle * inverse)) / 2)
     table = np.empty(513, np.int64)
-    table[:512] = np.clip(rnd(value * inverse) - bias, INT16_MIN, INT16_MAX)
-    table[512] = np.clip(rnd(float(transform(np.float64(hi))) * inverse), INT16_MIN, INT16_MAX)
+    table[:512] = np.clip(round_half_away(value * inverse) - bias, INT16_MIN, INT16_MAX)
+    last = round_half_away(float(transform(np.float64(hi))) * inverse)
+    table[512] = np.clip(last, INT16_MIN, INT16_MAX)
     return table.astype(np.int16)
 
 
@@ -77,12 +75,8 @@ def lut_lookup(value, table) -> np.ndarray:
     v = np.asarray(value, np.int64)
     table = np.asarray(table, np.int64)
     base = table[256 + (v >> 7)]
-    slope = _wrap16(table[257 + (v >> 7)] - base)
-    return _wrap16(base + ((slope * (v & 127) + 64) >> 7))
-
-
-def _wrap16(v) -> np.ndarray:
-    return (np.asarray(v, np.int64) + 2**15) % 2**16 - 2**15
+    slope = wrap_int16(table[257 + (v >> 7)] - base)
+    return wrap_int16(base + ((slope * (v & 127) + 64) >> 7))
 
 
 # ---------------------------------------------------------------- the op (numpy and TE)

@@ -28,10 +28,9 @@ from ..qparams import QParams
 from ._registry import CanonicalOp, register
 
 TABLE_SIZE = 256
-OFFSET = 128  # table column of int8 code q is q + 128
-# int16 inputs (TFLite 16x8): one entry per int16 code, column q + 32768
+# the table column of code q is q + 128 (int8), q + 32768 (int16: TFLite 16x8, one entry per code)
 SIZES = {"int8": TABLE_SIZE, "int16": 1 << 16}
-OFFSETS = {"int8": OFFSET, "int16": 1 << 15}
+OFFSETS = {"int8": 128, "int16": 1 << 15}
 
 
 def check_table(x_shape: tuple[int, ...], table_shape: tuple[int, ...], axis: int,

@@ -40,14 +40,13 @@ from collections.abc import Callable
 import numpy as np
 
 from ..ops._q31 import (INT32_MAX, multiply_by_quantized_multiplier,
-                        saturating_rounding_multiply_by_pot, srdhm, wrap_int32)
-from ..qparams import INT8_MAX, INT8_MIN, QParams, quantize_multiplier
+                        saturating_rounding_multiply_by_pot, srdhm, wrap_int16, wrap_int32)
+from ..qparams import INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, QParams, quantize_multiplier
 from . import tflite_int16
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables
 
 CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)
-INT16_MIN, INT16_MAX = tflite_int16.INT16_MIN, tflite_int16.INT16_MAX
 _UINT8_SHIFT = 128
 
 
@@ -189,23 +188,19 @@ def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- HARD_SWISH (int16 fixed point)
-def _wrap16(v) -> np.ndarray:
-    return ((np.asarray(v, np.int64) + 2**15) % 2**16 - 2**15).astype(np.int64)
-
-
 def _srdhm16(a, b) -> np.ndarray:
     """gemmlowp SaturatingRoundingDoublingHighMul on int16: round(a * b / 2^15), ties away."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     ab = a * b
     nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    out = _wrap16(np.trunc((ab + nudge) / (1 << 15)))  # C division truncates
+    out = wrap_int16(np.trunc((ab + nudge) / (1 << 15)))  # C division truncates
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
 
 
 def _sdhm16(a, b) -> np.ndarray:
     """TFLite SaturatingDoublingHighMul (int16, truncating: SQDMULH)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    out = _wrap16(np.trunc((a * b) / (1 << 15)))
+    out = wrap_int16(np.trunc((a * b) / (1 << 15)))
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
 
 
@@ -213,10 +208,10 @@ def _rdbp16(x, exponent: int) -> np.ndarray:
     """gemmlowp RoundingDivideByPOT on int16 lanes: the mask ``2^e - 1`` is itself an int16,
     so exponents of 16 and more give a mask of -1 (measured behaviour kept)."""
     x = np.asarray(x, np.int64)
-    mask = int(_wrap16((1 << exponent) - 1))
-    remainder = _wrap16(x & mask)
-    threshold = _wrap16((mask >> 1) + (x < 0))
-    return _wrap16((x >> exponent) + (remainder > threshold))
+    mask = int(wrap_int16((1 << exponent) - 1))
+    remainder = wrap_int16(x & mask)
+    threshold = wrap_int16((mask >> 1) + (x < 0))
+    return wrap_int16((x >> exponent) + (remainder > threshold))
 
 
 def _saturating_left_shift16(x, amount: int) -> np.ndarray:
@@ -250,7 +245,7 @@ def hard_swish(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> n
     p = hard_swish_params(in_qp, out_qp)
     shift = _UINT8_SHIFT if source_dtype == "uint8" else 0
     x = (CODES.astype(np.int64) + shift) - (in_qp.scalar_zp + shift)
-    hires = _wrap16(x * 128)
+    hires = wrap_int16(x * 128)
     preshift = _srdhm16(hires, p["output_multiplier"])
     reluish, e = hires, p["reluish_exponent"]
     if e > 0:
@@ -260,9 +255,9 @@ def hard_swish(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> n
         reluish = _saturating_left_shift16(reluish, 1)
     if e < 0:
         reluish = _rdbp16(reluish, -e)
-    reluish = _wrap16((reluish + (1 << 15)) >> 1)
+    reluish = wrap_int16((reluish + (1 << 15)) >> 1)
     out = _rdbp16(_sdhm16(reluish, preshift), -p["output_exponent"])
-    out = _wrap16(out + out_qp.scalar_zp + shift)  # int16 += zero point (wraps)
+    out = wrap_int16(out + out_qp.scalar_zp + shift)  # int16 += zero point (wraps)
     lo, hi = (0, 255) if source_dtype == "uint8" else (INT8_MIN, INT8_MAX)
     return (np.clip(out, lo, hi) - shift).astype(np.int8)
 

@@ -19,15 +19,12 @@ Pure numpy: no TVM, no model format.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..ops._q31 import wrap_int32
-from ..qparams import QParams
+from ..qparams import INT16_MAX, INT16_MIN, QParams, round_half_away
 from .onnxruntime import NotEvaluable
 
-INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 CODES = np.arange(INT16_MIN, INT16_MAX + 1, dtype=np.int64)  # entry i holds code i - 32768
 
 # sigmoid(i / 24) * 2^16, i = 0..255 (common.h ``sigmoid_table_uint16``): TFLite's data, not a
@@ -57,17 +54,12 @@ SIGMOID_TABLE_UINT16 = np.array([
 Q015 = 2.0 ** -15  # LOGISTIC and TANH write Q0.15
 
 
-def _round_away(x: float) -> float:
-    """``std::round``: halves away from zero."""
-    return math.copysign(math.floor(abs(x) + 0.5), x)
-
-
 def checked_log2(x: float) -> tuple[bool, int]:
     """TFLite ``CheckedLog2(float)``: ``log2`` in float32, rounded; exact when within 1e-3
     (so scales within about 0.07% of a power of two count as that power of two)."""
     f = np.float32
     value = f(f(np.log(f(x))) * f(f(1.0) / f(np.log(f(2.0)))))
-    rounded = f(_round_away(float(value)))
+    rounded = f(round_half_away(value))
     return bool(abs(f(value - rounded)) < f(1e-3)), int(rounded)
 
 

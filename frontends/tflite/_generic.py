@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from canonqnn import _tvm
+from canonqnn import _tvm, reference
+from canonqnn.qparams import uint8_to_int8
 
 from ._context import ImportContext, Unsupported, Value
 from .reader import Model, Operator, Tensor
@@ -35,14 +34,14 @@ class FloatOperators:
         self._ctx = ctx
         self._converters: Any = None
 
-    def _tvm(self) -> Any:
+    def _tvm_converters(self) -> Any:
         if self._converters is None:
             self._converters = _tvm.TfliteConverters(self._model.schema, self._ctx.bb)
         return self._converters
 
     def kind(self, op: Operator) -> str | None:
         """TVM's name for ``op`` when TVM converts it, else None."""
-        return None if self._model.schema is None else self._tvm().kind(op.index)
+        return None if self._model.schema is None else self._tvm_converters().kind(op.index)
 
     def takes(self, op: Operator) -> bool:
         """``op`` is TVM's to convert: it has a TVM converter and no quantized tensor (or reads
@@ -74,7 +73,7 @@ class FloatOperators:
             value = ctx.as_nhwc(value)
             exprs[index] = ctx.dq(value) if value.quantized else ctx.expr(value)
         try:
-            results = self._tvm().convert(op.index, exprs, constants)
+            results = self._tvm_converters().convert(op.index, exprs, constants)
         except Exception as exc:  # noqa: BLE001  (TVM's converters assert; name the operator)
             raise Unsupported(f"TVM's TFLite converter failed: {type(exc).__name__}: "
                               f"{exc}") from None
@@ -95,9 +94,5 @@ class FloatOperators:
 def _real(value: Value) -> Any:
     """A quantized constant's real values, as TFLite dequantizes: ``f32(q - zp) * scale``."""
     qp = value.qparams
-    stored = np.asarray(value.const, np.int64) - (128 if value.dtype == "uint8" else 0)
-    axis = qp.axis if not qp.per_tensor else None
-    scale, zp = (qp.scale, qp.zero_point) if axis is None else (
-        np.expand_dims(qp.scale, tuple(i for i in range(stored.ndim) if i != axis)),
-        np.expand_dims(qp.zero_point, tuple(i for i in range(stored.ndim) if i != axis)))
-    return ((stored - zp).astype(np.float32) * np.asarray(scale, np.float32)).astype(np.float32)
+    stored = uint8_to_int8(value.const) if value.dtype == "uint8" else value.const
+    return reference.dequantize(stored, qp.scale, qp.zero_point, qp.axis or 0)
