@@ -24,6 +24,21 @@ Var = relax.Var
 BlockBuilder = relax.BlockBuilder
 
 
+def _register_errors() -> None:
+    """canonqnn's errors raised inside TVM's callbacks (rewrite rules, legalizations) come
+    back out of TVM as themselves, not as RuntimeError (those made from a message alone)."""
+    import tvm_ffi
+
+    from . import errors
+
+    for cls in (errors.CanonqnnError, errors.InvalidModelError, errors.InvalidQuantizationError,
+                errors.ParityError, errors.VerificationError):
+        tvm_ffi.register_error(cls)
+
+
+_register_errors()
+
+
 # ---------------------------------------------------------------- types and constants
 def ty(expr: Any) -> Any:
     """The Relax type of an expression (``TensorType``, ``TupleType``, ...)."""
@@ -267,11 +282,72 @@ def host_target() -> Any:
 
 
 def as_target(target: Any) -> Any:
+    """A TVM target canonqnn can build and run here: the host's CPU by default; a string is
+    TVM's JSON form or the ``kind -key=value`` form older TVMs took (0.27 refuses it). Anything
+    TVM cannot make a target of, another kind than ``llvm``, an unknown ``mcpu`` or another
+    CPU architecture than the host's raises ``CanonqnnError`` (a build is loaded in this
+    process: its interface and kernels are read off the compiled module). Another CPU of the
+    host's architecture builds; ``foreign_instructions`` says whether the code runs here."""
+    from .errors import CanonqnnError
+
     if target is None:
         return host_target()
-    if isinstance(target, tvm.target.Target):
+    shown = target if isinstance(target, str) else str(target)
+    if not isinstance(target, tvm.target.Target):
+        try:
+            target = tvm.target.Target(_target_config(target))
+        except Exception as exc:  # noqa: BLE001  (TVM raises ValueError or its own errors)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CanonqnnError(f"target {shown!r}: TVM cannot make a target of it: "
+                                f"{first}") from None
+    if target.kind.name != "llvm":
+        raise CanonqnnError(f"target {shown!r}: canonqnn builds for the host CPU with TVM's "
+                            f"llvm target, not {target.kind.name}")
+    codegen = tvm.target.codegen
+    attrs = dict(target.attrs)
+    host = str(codegen.llvm_get_system_triple())
+    triple = str(attrs.get("mtriple", host))
+    if triple.split("-")[0] != host.split("-")[0]:
+        raise CanonqnnError(f"target {shown!r}: {triple} code cannot run on this "
+                            f"{host.split('-')[0]} host, and canonqnn builds for the host")
+    cpu = attrs.get("mcpu")
+    if cpu is not None and str(cpu) not in codegen.llvm_get_cpu_archlist(target):
+        raise CanonqnnError(f"target {shown!r}: LLVM knows no CPU {str(cpu)!r} (this host's: "
+                            f"{codegen.llvm_get_system_cpu()})")
+    return target
+
+
+def foreign_instructions(target: Any) -> list[str]:
+    """The instruction sets code for ``target`` may use that this host's CPU lacks (code built
+    for another CPU stops on an illegal instruction here)."""
+    codegen = tvm.target.codegen
+    target = tvm.target.Target(target) if isinstance(target, str) else target
+    return sorted(f for f in set(codegen.llvm_get_cpu_features(target))
+                  - set(codegen.llvm_get_cpu_features(host_target()))
+                  if f.startswith(INSTRUCTION_SET_FEATURES))
+
+
+# LLVM x86 feature names of instruction sets (its other features are tuning hints such as
+# ``slow-3ops-lea``, which code runs without).
+INSTRUCTION_SET_FEATURES = ("avx", "sse", "ssse", "fma", "f16c", "bmi", "amx", "gfni",
+                            "vaes", "vpclmulqdq", "sha", "adx", "aes", "popcnt", "lzcnt",
+                            "movbe", "xop", "tbm", "sm3", "sm4")
+
+
+def _target_config(target: Any) -> Any:
+    """``"llvm -mcpu=znver3 -mattr=+avx2,+fma"`` as the dict TVM 0.27 takes; other values
+    (JSON text, dicts) as they are."""
+    if not isinstance(target, str) or target.strip().startswith("{") or " -" not in target:
         return target
-    return tvm.target.Target(target)
+    kind, *options = target.split()
+    config: dict[str, Any] = {"kind": kind}
+    for option in options:
+        key, sep, value = option.lstrip("-").partition("=")
+        if not option.startswith("-") or not key or not sep:
+            raise ValueError(f"{option!r} is not -key=value")
+        config[key] = value.split(",") if key in ("mattr", "keys", "libs") else \
+            int(value) if value.lstrip("-").isdigit() else value
+    return config
 
 
 # FuseOps fuses up to 256 ops into one kernel; a chain of float elementwise ops a model keeps
@@ -684,6 +760,48 @@ def normalize_outputs(bb: Any, expr: Any) -> list[Any]:
 
 def well_formed(mod: Any) -> bool:
     return bool(relax.analysis.check_well_formed(mod))
+
+
+def well_formed_problem(mod: Any) -> str | None:
+    """Why ``mod`` is not a well-formed Relax module (TVM's check, which also infers every
+    expression's type again), or None."""
+    try:
+        ok = relax.analysis.check_well_formed(mod)
+    except Exception as exc:  # noqa: BLE001  (TVM raises its own error types)
+        text = str(exc).strip()
+        _, sep, reason = text.partition("resulted in the error:")
+        lines = (reason if sep else text).strip().splitlines()
+        return lines[0] if lines else type(exc).__name__
+    return None if ok else "TVM's well-formedness check fails"
+
+
+def relax_functions(mod: Any) -> dict[str, Any]:
+    return {gv.name_hint: fn for gv, fn in mod.functions_items()
+            if isinstance(fn, relax.Function)}
+
+
+def call_of_op(expr: Any) -> bool:
+    """A call of a registered operator (not of a function)."""
+    return isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op)
+
+
+def inferred_type(call: Any) -> Any:
+    """The type ``call``'s operator infers from its arguments and attributes now."""
+    fresh = relax.Call(call.op, list(call.args), call.attrs, list(call.ty_args))
+    return ty(relax.BlockBuilder().normalize(fresh))
+
+
+def same_type(a: Any, b: Any) -> bool:
+    import tvm_ffi
+
+    return bool(tvm_ffi.structural_equal(a, b))
+
+
+def tensor_dtypes(t: Any) -> list[str]:
+    """The dtypes of a tensor type or of the tensors in a tuple type."""
+    if isinstance(t, relax.TupleType):
+        return [d for f in t.fields for d in tensor_dtypes(f)]
+    return [str(t.dtype)] if isinstance(t, relax.TensorType) else []
 
 
 def script(mod: Any, show_meta: bool = False) -> str:

@@ -13,12 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm
+from . import _tvm, isolated, source_runtimes
 from .builder import build, inspect_kernels, load_built
 from .errors import CanonqnnError, InvalidModelError, ParityError
 from .io import ModelIO, checked_inputs, module_io, random_inputs  # noqa: F401  (public here too)
 from .numerics import get as get_profile
-from .numerics.probe import ORT_CONFIG, ort_session_options
 
 
 def is_tflite(model: Any) -> bool:
@@ -69,13 +68,17 @@ def save_module(mod: Any, path: str | os.PathLike) -> None:
 def load_module(path: str | os.PathLike) -> Any:
     from . import ops  # noqa: F401  (canonical ops must be registered before parsing)
 
+    from .module_check import check_module
+
     try:
-        with open(path) as f:
-            return _tvm.load_json(f.read())
+        with open(path, encoding="utf-8") as f:
+            mod = _tvm.load_json(f.read())
     except FileNotFoundError:
         raise InvalidModelError(f"{path}: no such file") from None
     except Exception as exc:  # noqa: BLE001
         raise InvalidModelError(f"{path}: not a canonqnn module file ({exc})") from None
+    check_module(mod, os.fspath(path))
+    return mod
 
 
 def canonical_module(model: Any, **options: Any) -> Any:
@@ -173,32 +176,11 @@ class ParityResult:
 
 
 def ort_session(model: Any, threads: int | None = None) -> tuple[Any, str]:
-    """An onnxruntime CPU session with the settings canonqnn's rounding reproduces, on
-    ``threads`` intra-op threads (onnxruntime's default: one per core).
-
-    ``session.x64quantprecision`` keeps x86 u8s8 kernels from saturating int16 pair sums;
-    onnxruntime has no s8s8 kernels under it, so models it cannot load run without it.
-    """
-    import onnxruntime as ort
-
+    """An onnxruntime CPU session of ``model`` in this process, as parity runs it
+    (``source_runtimes.ort_session``), and its description."""
     from .frontends.onnx import read_model
 
-    proto, _ = read_model(model)
-    proto = _ir10(proto)
-    errors = []
-    for config in (ORT_CONFIG, {"session.qdqisint8allowed": "1"}):
-        so = ort_session_options(config, threads)
-        try:
-            session = ort.InferenceSession(proto.SerializeToString(), so,
-                                           providers=["CPUExecutionProvider"])
-        except Exception as exc:  # noqa: BLE001  (onnxruntime raises its own types)
-            errors.append(str(exc).splitlines()[0])
-            continue
-        settings = ", ".join(f"{k}={v}" for k, v in config.items())
-        threads_text = f", {threads} intra-op threads" if threads else ""
-        return session, (f"onnxruntime {ort.__version__} CPU, ORT_ENABLE_ALL, {settings}"
-                         f"{threads_text}")
-    raise ParityError("onnxruntime cannot run this model: " + "; ".join(errors))
+    return source_runtimes.ort_session(_ir10(read_model(model)[0]).SerializeToString(), threads)
 
 
 def _ir10(proto: Any) -> Any:
@@ -224,11 +206,39 @@ def _compare(name: str, ref: np.ndarray, got: np.ndarray, lsb: float | None) -> 
 
 @dataclass
 class SourceRuntime:
-    """A runtime the model's own numerics come from: ``run(feed)`` gives the outputs in the
-    order of the module's recorded outputs."""
+    """A runtime the model's own numerics come from, in a child process (``isolated``): a
+    crash there is a ``ParityError``. ``run(feed)`` gives the outputs in the order of the
+    module's recorded outputs; ``None`` when the runtime cannot run the model (said in
+    ``description``)."""
 
     description: str
     run: Any
+    child: isolated.Child | None = None
+
+    def close(self) -> None:
+        if self.child is not None:
+            self.child.close()
+
+
+def _isolated_runtime(description: str, child: isolated.Child) -> SourceRuntime:
+    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        try:
+            return child(feed)
+        except isolated.Failed as exc:
+            raise ParityError(f"the source runtime ({child.name}) failed on this input: "
+                              f"{exc}") from None
+
+    return SourceRuntime(description, run, child)
+
+
+def _not_compared(description: str, exc: ParityError) -> str:
+    """The description of a runtime only compared beside the specification, which failed."""
+    if isinstance(exc, isolated.Crashed):
+        return (f"{description}: crashed on this model ({exc.how}); the crash is in that "
+                "runtime, not in canonqnn")
+    if isinstance(exc, isolated.Failed):  # at setup
+        return f"{description}: cannot run this model: {exc}"
+    return f"{description}: {exc}"
 
 
 def expose_onnx_tensors(model: Any, names: list[str]) -> tuple[Any, list[str]]:
@@ -249,14 +259,24 @@ def expose_onnx_tensors(model: Any, names: list[str]) -> tuple[Any, list[str]]:
     return proto, wanted
 
 
+def ort_runtime(proto: Any, names: list[str], threads: int | None = None) -> SourceRuntime:
+    """onnxruntime (``source_runtimes.ort_session``) on ``proto`` (IR <= 10, with ``names`` among
+    its graph outputs: ``expose_onnx_tensors``) in a child process."""
+    child = isolated.Child("onnxruntime", source_runtimes.onnxruntime_runner,
+                           proto.SerializeToString(), names, threads)
+    try:
+        return _isolated_runtime(child.ready(), child)
+    except ParityError:
+        child.close()
+        raise
+
+
 def onnx_runtime(model: Any, io: ModelIO, threads: int | None = None) -> SourceRuntime:
     names = [o.name for o in io.outputs]
     model, found = expose_onnx_tensors(model, names)  # a cut module's outputs are inner tensors
     if found != names:
         raise ParityError(f"onnxruntime cannot return {sorted(set(names) - set(found))}")
-    session, description = ort_session(model, threads)
-    names = [o.name for o in io.outputs]
-    return SourceRuntime(description, lambda feed: session.run(names, feed))
+    return ort_runtime(model, names, threads)
 
 
 # The TFLite interpreter's op resolvers parity runs: the reference kernels are the
@@ -267,62 +287,74 @@ TFLITE_RESOLVERS = (("BUILTIN_REF", "reference kernels"),
 
 
 def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
-    try:
-        from ai_edge_litert import interpreter as litert
-    except ImportError:
+    """The TFLite interpreter with each of ``TFLITE_RESOLVERS``, each in its child process
+    (started together: their imports overlap)."""
+    import importlib.util
+
+    if importlib.util.find_spec("ai_edge_litert") is None:
         raise ParityError("parity of TFLite models needs the TFLite interpreter: pip install "
-                          "'canonqnn[tflite]'") from None
+                          "'canonqnn[tflite]'")
     if isinstance(model, (str, os.PathLike)):
         with open(model, "rb") as f:
             model = f.read()
-    # A cut module's outputs are inner tensors, which the interpreter keeps only on request.
     from .frontends.tflite.reader import detection_outputs, read_model
 
     m = read_model(model)
-    inner = {o.name for o in io.outputs} - {m.tensors[i].name for i in m.outputs}
-    detections = detection_outputs(m)
+    names = [o.name for o in io.outputs]
+    inner = set(names) - {m.tensors[i].name for i in m.outputs}  # a cut module's outputs
+    children = [isolated.Child(f"TFLite interpreter, {what}", source_runtimes.tflite_runner,
+                               bytes(model), resolver, names, bool(inner), detection_outputs(m))
+                for resolver, what in TFLITE_RESOLVERS]
     runtimes = []
-    for k, (resolver, what) in enumerate(TFLITE_RESOLVERS):
+    for k, ((resolver, what), child) in enumerate(zip(TFLITE_RESOLVERS, children)):
         description = f"TFLite interpreter (ai-edge-litert), {what} (OpResolverType.{resolver})"
         try:
-            interp = litert.Interpreter(
-                model_content=bytes(model), experimental_preserve_all_tensors=bool(inner),
-                experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
-            interp.allocate_tensors()
-        except (RuntimeError, ValueError) as exc:
-            if k == 0:
-                raise ParityError(f"the TFLite interpreter cannot run this model: {exc}") from None
-            runtimes.append(SourceRuntime(f"{description}: cannot run this model: "
-                                          f"{str(exc).splitlines()[0]}", None))
-            continue
-        runtimes.append(SourceRuntime(description, _interpreter_runner(interp, io, detections)))
+            child.ready()
+        except ParityError as exc:
+            child.close()
+            if k > 0:
+                runtimes.append(SourceRuntime(_not_compared(description, exc), None))
+                continue
+            for other in children:
+                other.close()
+            if isinstance(exc, isolated.Crashed):
+                raise
+            raise ParityError(f"the TFLite interpreter cannot run this model: {exc}") from None
+        runtimes.append(_isolated_runtime(description, child))
     return runtimes
 
 
-def _interpreter_runner(interp: Any, io: ModelIO, detections: dict[str, str]):
-    """``detections``: outputs of a TFLite_Detection_PostProcess -> its count output; TFLite
-    leaves their entries past the count undefined (stale memory), so they are given as 0,
-    what the built module writes there."""
-    inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
-    outputs = {d["name"]: d["index"] for d in interp.get_tensor_details()}
-    outputs.update({d["name"]: d["index"] for d in interp.get_output_details()})
-
-    def defined(name: str, value: np.ndarray) -> np.ndarray:
-        if name in detections:
-            count = int(np.asarray(interp.get_tensor(outputs[detections[name]])).reshape(-1)[0])
-            value[:, max(count, 0):] = 0
-        return value
-
-    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        # Stateful operators (LSTM, SVDF) carry their variable tensors from one invoke to the
-        # next; a converted module is one run from the initial state, so every run starts there
-        interp.reset_all_variables()
-        for name, value in feed.items():
-            interp.set_tensor(inputs[name], np.ascontiguousarray(value))
-        interp.invoke()
-        return [defined(o.name, interp.get_tensor(outputs[o.name]).copy()) for o in io.outputs]
-
-    return run
+def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
+                     feeds: list[dict[str, np.ndarray]]) -> tuple[list, list, dict, Any]:
+    """Per runtime, the values equal to the build's and the largest difference (in LSB) per
+    output; the values compared per output; the first input on which the specification runtime
+    (the first) differs. A runtime only compared beside it that fails stops being compared."""
+    same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
+    worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
+    total = {o.name: 0 for o in io.outputs}
+    differing_feed = None
+    for feed in feeds:
+        got = built.run(feed)
+        for k, runtime in enumerate(runtimes):
+            if runtime.run is None:
+                continue
+            try:
+                refs = runtime.run(feed)
+            except ParityError as exc:
+                if k == 0:
+                    raise
+                runtime.description = _not_compared(runtime.description, exc)
+                runtime.run = None
+                continue
+            for info, ref in zip(io.outputs, refs):
+                n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
+                same[k][info.name] += n_same
+                worst[k][info.name] = max(worst[k][info.name], max_diff)
+                if k == 0:
+                    total[info.name] += int(np.asarray(ref).size)
+                    if n_same < np.asarray(ref).size and differing_feed is None:
+                        differing_feed = feed
+    return same, worst, total, differing_feed
 
 
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
@@ -349,9 +381,6 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     if io is None:
         raise CanonqnnError("module has no recorded interface")
     module_profile = get_profile(report.numerics)
-    # onnxruntime with the profile's thread count, on which its float ReduceMean order depends
-    runtimes = tflite_runtimes(model, io) if io.source == "tflite" else \
-        [onnx_runtime(model, io, module_profile.threads)]
     if not io.outputs:
         raise CanonqnnError("the model has no outputs: parity would compare nothing")
     if inputs is None:
@@ -363,24 +392,15 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
         if not feeds:
             raise CanonqnnError("parity needs at least one input, not an empty list")
         feeds = [checked_inputs(io, feed) for feed in feeds]  # the runtimes see the same data
-    built = build(mod, target)
-    same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
-    worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
-    total = {o.name: 0 for o in io.outputs}
-    differing_feed = None  # the first input on which the specification runtime differs
-    for feed in feeds:
-        got = built.run(feed)
-        for k, runtime in enumerate(runtimes):
-            if runtime.run is None:
-                continue
-            for info, ref in zip(io.outputs, runtime.run(feed)):
-                n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
-                same[k][info.name] += n_same
-                worst[k][info.name] = max(worst[k][info.name], max_diff)
-                if k == 0:
-                    total[info.name] += int(np.asarray(ref).size)
-                    if n_same < np.asarray(ref).size and differing_feed is None:
-                        differing_feed = feed
+    # onnxruntime with the profile's thread count, on which its float ReduceMean order depends
+    runtimes = tflite_runtimes(model, io) if io.source == "tflite" else \
+        [onnx_runtime(model, io, module_profile.threads)]
+    try:
+        built = build(mod, target)
+        same, worst, total, differing_feed = _run_and_compare(io, built, runtimes, feeds)
+    finally:
+        for runtime in runtimes:
+            runtime.close()
     per_runtime = [[OutputParity(o.name, same[k][o.name] / max(total[o.name], 1),
                                  worst[k][o.name], total[o.name]) for o in io.outputs]
                    for k in range(len(runtimes))]

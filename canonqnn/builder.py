@@ -15,13 +15,14 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm, schedule
+from . import _tvm, integrity, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError, VerificationError
 from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
 
 KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
+TARGET_FUNCTION = "canonqnn_target"  # the TVM target it was built for (JSON string)
 
 
 @dataclass
@@ -31,14 +32,18 @@ class Built:
     module: Any  # the VM executable (after build) or the loaded runtime module
     io: ModelIO
     target: str
-    kernels: KernelReport | None = None  # None for a library built by an older canonqnn
+    kernels: KernelReport | None = None
     tuning: tuple[int, int] | None = None  # (kernels tuned by this build, found tuned) if tuned
     verification: Any = None  # a reference.Verification when built with verify=True
 
     def __post_init__(self) -> None:
         self._vm = _tvm.virtual_machine(self.module)
+        self._foreign = _tvm.foreign_instructions(self.target)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._foreign:
+            raise CanonqnnError(f"this build for {self.target} uses instructions this host's "
+                                f"CPU lacks ({', '.join(self._foreign)}): it cannot run here")
         feed = checked_inputs(self.io, inputs)
         args = [_tvm.to_device(feed[info.name]) for info in self.io.inputs]
         result = _tvm.to_numpy(self._vm["main"](*args))
@@ -46,9 +51,15 @@ class Built:
         return {info.name: np.asarray(v) for info, v in zip(self.io.outputs, values)}
 
     def export(self, path: str | os.PathLike) -> str:
-        """Write a shared library (``tvm.runtime.load_module`` loads it)."""
+        """Write a shared library (``tvm.runtime.load_module`` loads it) with an integrity
+        record ``load_built`` checks (``canonqnn.integrity``)."""
         path = os.fspath(path)
-        _tvm.export_library(self.module, path)
+        try:
+            _tvm.export_library(self.module, path)
+            integrity.seal(path)
+        except Exception as exc:  # noqa: BLE001  (TVM's linker step or the file system)
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise CanonqnnError(f"cannot write the library {path}: {first}") from None
         return path
 
 
@@ -113,7 +124,8 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
         fused = _tvm.apply_tuning(fused, tgt, tuning_dir)
     fused = _tvm.schedule_cpu(fused, schedule.plan_block, _tvm.cpu_cores(tgt))
     for name, text in ((IO_FUNCTION, json.dumps(io.to_json())),
-                       (KERNELS_FUNCTION, json.dumps(kernels.to_json()))):
+                       (KERNELS_FUNCTION, json.dumps(kernels.to_json())),
+                       (TARGET_FUNCTION, str(tgt))):
         fused = _tvm.with_function(fused, name, _tvm.string_function(text))
     executable = _tvm.compile_fused(fused, tgt)
     return Built(executable, io, str(tgt), kernels, tuning)
@@ -133,18 +145,18 @@ def _require_tuning_packages() -> None:
 
 
 def load_built(path: str | os.PathLike) -> Built:
-    """Load a library written by ``Built.export`` (or ``canonqnn build``)."""
+    """Load a library written by ``Built.export`` (or ``canonqnn build``); one without its
+    integrity record, truncated or modified since is refused before its code is loaded."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CanonqnnError(f"{path}: no such file")
+    integrity.check(path)
     module = _tvm.load_library(path)
     vm = _tvm.virtual_machine(module)
     try:
         io = ModelIO.from_json(str(vm[IO_FUNCTION]()))
+        kernels = KernelReport.from_json(str(vm[KERNELS_FUNCTION]()))
+        target = str(vm[TARGET_FUNCTION]())  # a library for another CPU: run refuses it
     except Exception as exc:  # noqa: BLE001  (a library not built by canonqnn)
         raise CanonqnnError(f"{path}: not a canonqnn library ({exc})") from None
-    try:
-        kernels = KernelReport.from_json(str(vm[KERNELS_FUNCTION]()))
-    except Exception:  # noqa: BLE001  (built before kernel reports were recorded)
-        kernels = None
-    return Built(module, io, "loaded", kernels)
+    return Built(module, io, target, kernels)

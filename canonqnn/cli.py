@@ -26,6 +26,8 @@ EXIT_INTERRUPTED = 130  # as shells report SIGINT
 
 def _parse_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray] | None:
     """``NAME=FILE.npy`` pairs and/or ``FILE.npz`` archives keyed by input name."""
+    from .io import read_arrays
+
     if not items:
         return None
     feeds: dict[str, np.ndarray] = {}
@@ -33,16 +35,37 @@ def _parse_inputs(items: Sequence[str] | None) -> dict[str, np.ndarray] | None:
         name, sep, path = item.partition("=")
         if not sep:
             path, name = item, ""
-        if not os.path.isfile(path):
-            raise CanonqnnError(f"input file {path!r} not found")
-        if path.endswith(".npz"):
-            with np.load(path) as archive:
-                feeds.update({k: archive[k] for k in archive.files})
+        if not path.endswith(".npz") and not name:
+            raise CanonqnnError(f"give the input name for {path!r} as NAME={path}")
+        arrays = read_arrays(path)
+        if isinstance(arrays, dict):
+            if not arrays:
+                raise CanonqnnError(f"input archive {path!r} holds no arrays")
+            feeds.update(arrays)
         else:
-            if not name:
-                raise CanonqnnError(f"give the input name for {path!r} as NAME={path}")
-            feeds[name] = np.load(path)
+            feeds[name] = arrays
     return feeds
+
+
+def _output_file(path: str) -> str:
+    """``path`` if a file can be written there, checked before any work is done."""
+    if os.path.isdir(path):
+        raise CanonqnnError(f"output {path!r} is a directory; give a file name")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise CanonqnnError(f"output {path!r}: directory {parent!r} does not exist")
+    if not os.access(parent, os.W_OK) and not os.access(path, os.W_OK):
+        raise CanonqnnError(f"output {path!r}: directory {parent!r} is not writable")
+    return path
+
+
+def _write_file(path: str, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` whole, or raise ``CanonqnnError`` (a full disk included)."""
+    try:
+        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
+            f.write(data)
+    except OSError as exc:
+        raise CanonqnnError(f"cannot write {path!r}: {exc.strerror or exc}") from None
 
 
 def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
@@ -92,14 +115,13 @@ def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | N
 
 def cmd_convert(args) -> int:
     from . import _tvm
-    from .api import save_module
 
+    out = _output_file(args.output or os.path.splitext(args.model)[0] + ".canonqnn.json")
+    script = _output_file(args.script) if args.script else None
     mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
-    out = args.output or os.path.splitext(args.model)[0] + ".canonqnn.json"
-    save_module(mod, out)
-    if args.script:
-        with open(args.script, "w") as f:
-            f.write(_tvm.script(mod))
+    _write_file(out, _tvm.save_json(mod))
+    if script:
+        _write_file(script, _tvm.script(mod))
     print(report.summary())
     print(f"wrote {out}")
     return 0
@@ -110,8 +132,8 @@ def cmd_build(args) -> int:
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
+    out = _output_file(args.output or os.path.splitext(args.model)[0] + ".so")
     mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
-    out = args.output or os.path.splitext(args.model)[0] + ".so"
     tuning_dir = args.tuning_dir
     if args.tune and tuning_dir is None:
         tuning_dir = os.path.splitext(out)[0] + ".tuning"  # next to the library, reused
@@ -132,13 +154,17 @@ def cmd_build(args) -> int:
 def cmd_run(args) -> int:
     from .builder import load_built
 
+    import io
+
+    out = _output_file(args.output or "outputs.npz")
     feeds = _parse_inputs(args.input) or {}
     if args.reference:
         outputs = _run_reference(args, feeds)
     else:
         outputs = load_built(args.library).run(feeds)
-    out = args.output or "outputs.npz"
-    np.savez(out, **outputs)
+    archive = io.BytesIO()  # written whole, so that a full disk is an error, not a short file
+    np.savez(archive, **outputs)
+    _write_file(out, archive.getvalue())
     for name, value in outputs.items():
         print(f"{name}: {value.dtype} {list(value.shape)}")
     print(f"wrote {out}")
@@ -150,6 +176,7 @@ def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     reference) run on TVM alone, and say so."""
     from . import reference
     from .builder import build
+    from .io import checked_inputs, interface
 
     if args.library.endswith(".so"):
         raise CanonqnnError("--reference runs a model or a canonical module (.json), not a "
@@ -162,7 +189,7 @@ def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         islands.append(str(call.op.name))
         return run_on_tvm(var, call, values)
 
-    outputs = reference.evaluate(mod, feeds, island).outputs
+    outputs = reference.evaluate(mod, checked_inputs(interface(mod), feeds), island).outputs
     if islands:
         print(f"float islands computed by TVM (no reference): {', '.join(sorted(set(islands)))}")
     return outputs

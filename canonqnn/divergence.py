@@ -92,13 +92,19 @@ def _runtime_difference(want: np.ndarray, value: Any) -> int | None:
 
 
 def onnx_tensors(model: Any, threads: int | None = None):
-    """A ``runtime_tensors`` function for an ONNX model: onnxruntime (as parity runs it, on
-    ``threads`` intra-op threads) with the named tensors exposed as extra graph outputs."""
-    from .api import expose_onnx_tensors, ort_session
+    """A ``runtime_tensors`` function for an ONNX model: onnxruntime (as parity runs it, in a
+    child process, on ``threads`` intra-op threads) with the named tensors exposed as extra
+    graph outputs."""
+    from .api import expose_onnx_tensors, ort_runtime
 
     def run(names: list[str], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         proto, wanted = expose_onnx_tensors(model, names)
-        session, _ = ort_session(proto, threads)
-        return dict(zip(wanted, session.run(wanted, feed)))
+        if not wanted:
+            return {}
+        runtime = ort_runtime(proto, wanted, threads)
+        try:
+            return dict(zip(wanted, runtime.run(feed)))
+        finally:
+            runtime.close()
 
     return run

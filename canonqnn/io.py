@@ -7,6 +7,7 @@ built libraries and parity reports keep the model's own names and dtypes.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -98,6 +99,39 @@ def checked_inputs(io: ModelIO, inputs: dict[str, Any]) -> dict[str, np.ndarray]
                                 f"expected {list(info.shape)}")
         out[info.name] = _converted(info, value)
     return out
+
+
+def read_arrays(path: str) -> dict[str, np.ndarray] | np.ndarray:
+    """The arrays of a ``.npz`` archive (by key) or the array of a ``.npy`` file, refusing
+    with ``CanonqnnError`` what is not one: truncated or garbled files, pickled Python objects
+    (never unpickled: loading one runs its code) and non-numeric data."""
+    import zipfile
+
+    from .errors import CanonqnnError
+
+    if os.path.isdir(path):
+        raise CanonqnnError(f"input file {path!r} is a directory")
+    if not os.path.isfile(path):
+        raise CanonqnnError(f"input file {path!r} not found")
+    try:
+        if path.endswith(".npz"):
+            with np.load(path, allow_pickle=False) as archive:
+                arrays = {k: archive[k] for k in archive.files}
+        else:
+            arrays = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, MemoryError) as exc:
+        what = "an .npz archive" if path.endswith(".npz") else "an .npy array"
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CanonqnnError(f"input file {path!r} is not {what} numpy can read: {first}") \
+            from None
+    if isinstance(arrays, np.lib.npyio.NpzFile):  # np.load of an archive named .npy
+        raise CanonqnnError(f"input file {path!r} is an .npz archive: name it FILE.npz")
+    for key, value in (arrays.items() if isinstance(arrays, dict) else [("", arrays)]):
+        if value.dtype.kind not in "biuf":
+            where = f"array {key!r} of {path!r}" if key else repr(path)
+            raise CanonqnnError(f"input {where} holds {value.dtype} data; inputs are integer, "
+                                "float or bool arrays")
+    return arrays
 
 
 def _converted(info: TensorInfo, value: np.ndarray) -> np.ndarray:

@@ -62,8 +62,10 @@ class QParams:
                     f"scale shape {s.shape} and zero point shape {z.shape} differ"
                 )
         lo, hi = _ZP_RANGE[dtype]
-        if np.any((z < lo) | (z > hi)):
-            raise InvalidQuantizationError(f"zero point outside the {dtype} range")
+        outside = z[(z < lo) | (z > hi)]
+        if outside.size:
+            raise InvalidQuantizationError(f"zero point {int(outside[0])} outside the {dtype} "
+                                           f"range [{lo}, {hi}]")
         return QParams(s, z.astype(np.int32), axis, dtype)
 
     def as_int8(self) -> QParams:
@@ -204,6 +206,7 @@ def quantize_multiplier(real: float, *, single_rounding: bool = False) -> tuple[
     real = float(real)
     if real == 0.0:
         return 0, 0
+    check_multiplier(real)
     q, shift = math.frexp(real)
     q_fixed = int(math.floor(abs(q) * 2.0**31 + 0.5)) * (1 if q > 0 else -1)
     if q_fixed == 2**31:
@@ -214,6 +217,28 @@ def quantize_multiplier(real: float, *, single_rounding: bool = False) -> tuple[
     if single_rounding and shift > 30:
         return 2**31 - 1, 30
     return q_fixed, shift
+
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+FLOAT32_MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2^-126
+# A multiplier of 2^31 or more has a shift of 32 or more: TFLite's double-rounding kernels
+# shift the int32 value left by that many bits, undefined in C (x86 takes the count modulo 32,
+# which only the LEAKY_RELU table follows).
+MAX_LEFT_SHIFT = 31
+
+
+def check_multiplier(real: float) -> None:
+    """A requantization multiplier that means something: finite, and 0 or of magnitude at
+    least 2^-126. Scales whose ratio leaves float32's range are refused: it overflows, or
+    underflows so far that every output would be the zero point."""
+    if not math.isfinite(real):
+        reason = "not finite: a product or ratio of the scales overflows float32"
+    elif real != 0.0 and abs(real) < FLOAT32_MIN_NORMAL:
+        reason = "below float32's normal range (2^-126): the scales' ratio underflows"
+    else:
+        return
+    raise InvalidQuantizationError(f"requantization multiplier {real:.6g} (from the scales) is "
+                                   f"{reason}")
 
 
 def quantize_multipliers(reals, *, single_rounding: bool = False) -> tuple[np.ndarray, np.ndarray]:
@@ -263,6 +288,12 @@ def tflite_add_multipliers(a_scale: float, b_scale: float, out_scale: float, *,
     the caller checks the output's (the inputs' always hold).
     """
     t, real_a, real_b = _tflite_input_ratios(a_scale, b_scale)
+    if t > FLOAT32_MAX or 2.0 ** left_shift * float(f64(out_scale)) > FLOAT32_MAX:
+        # TFLite computes both products in float32: inf, a multiplier of 0, and an abort
+        raise InvalidQuantizationError(
+            f"TFLite's ADD/SUB computes 2 * max(a_scale, b_scale) and 2^{left_shift} * out_scale "
+            f"in float32, and they overflow it (a_scale {a_scale!r}, b_scale {b_scale!r}, "
+            f"out_scale {out_scale!r}): the interpreter refuses such a model")
     reals = (real_a, real_b, t / (2.0 ** left_shift * float(f64(out_scale))))
     return [quantize_multiplier(r, single_rounding=single_rounding) for r in reals]
 

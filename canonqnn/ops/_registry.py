@@ -51,9 +51,17 @@ class CanonicalOp:
 
     def call(self, args: list[Any], attrs: dict[str, Any]) -> Any:
         """Build the Relax call; attribute names must be exactly the declared ones."""
+        self.check_attrs(attrs)
+        return _tvm.make_call(self.op, args, {k: _attr_value(v) for k, v in attrs.items()})
+
+    def check_attrs(self, attrs: dict[str, Any]) -> None:
+        """Raise (TypeError, ValueError) unless ``attrs`` are this op's, each in its range:
+        a known rounding this op implements, a non-empty activation range, finite numbers and
+        positive scales. Calls are built through here and loaded modules checked by it."""
         missing, extra = set(self.attrs) - set(attrs), set(attrs) - set(self.attrs)
         if missing or extra:
-            raise TypeError(f"{self.relax_name}: missing attrs {missing}, unexpected {extra}")
+            raise TypeError(f"{self.relax_name}: missing attrs {sorted(missing)}, unexpected "
+                            f"{sorted(extra)}")
         if "rounding" in attrs and attrs["rounding"] not in ROUNDINGS:
             raise ValueError(f"{self.relax_name}: unknown rounding {attrs['rounding']!r}")
         if "rounding" in attrs and attrs["rounding"] not in self.roundings:
@@ -63,7 +71,15 @@ class CanonicalOp:
         if "act_min" in attrs and attrs["act_min"] > attrs["act_max"]:
             raise ValueError(f"{self.relax_name}: empty activation range "
                              f"[{attrs['act_min']}, {attrs['act_max']}]")
-        return _tvm.make_call(self.op, args, {k: _attr_value(v) for k, v in attrs.items()})
+        for name, value in attrs.items():
+            numbers = np.asarray(value) if isinstance(value, (int, float, list, tuple, np.ndarray,
+                                                               np.number)) else None
+            if numbers is None or numbers.dtype.kind not in "iuf":
+                continue
+            if numbers.dtype.kind == "f" and not np.all(np.isfinite(numbers)):
+                raise ValueError(f"{self.relax_name}: attribute {name} is not finite")
+            if name.endswith(("scale", "scales")) and not np.all(numbers > 0):
+                raise ValueError(f"{self.relax_name}: scale {name} is not positive")
 
     def run_reference(self, call: Any, arg_values: list[np.ndarray]) -> np.ndarray:
         """Evaluate ``call`` with numpy on the given argument values."""

@@ -1,9 +1,10 @@
 """ONNX model -> fake-quant Relax module (see docs/fq-form.md).
 
-The importer reads the model, checks every node has a converter (reporting all that do not at
-once), walks the graph in order and calls one converter per node. uint8 tensors become int8
-(q - 128) at the graph boundary and wherever the model quantizes; the module's interface keeps
-the model's names and dtypes, recorded in the module attribute ``canonqnn.io``.
+The importer reads the model, validates it (``validate.py``: invalid models never reach TVM),
+checks every node has a converter (reporting all that do not at once), walks the graph in order
+and calls one converter per node. uint8 tensors become int8 (q - 128) at the graph boundary
+and wherever the model quantizes; the module's interface keeps the model's names and dtypes,
+recorded in the module attribute ``canonqnn.io``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from canonqnn.qparams import SIGNED
 
 from . import _generic, ops  # noqa: F401  (ops registers the converters)
 from .ops.quant import dequantize_value, quantize_value
+from .validate import check_model
 from ._context import (
     CONVERTERS,
     QUANTIZED_INPUTS,
@@ -44,25 +46,28 @@ MIN_OPSET, MAX_OPSET = 10, 28
 
 
 def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx.ModelProto, str]:
-    """The ModelProto and the directory its external data would live in."""
+    """The ModelProto and the directory its external data would live in. Refuses what is no
+    ONNX model at all; ``validate.check_model`` judges whether a model is valid."""
     if isinstance(model, onnx.ModelProto):
-        return model, ""
-    if isinstance(model, (bytes, bytearray)):
-        data, where, base = bytes(model), "model bytes", ""
+        proto, where, base = model, "ModelProto", ""
     else:
-        path = os.fspath(model)
-        if not os.path.isfile(path):
-            raise InvalidModelError(f"{path}: no such file")
-        with open(path, "rb") as f:
-            data = f.read()
-        where, base = path, os.path.dirname(os.path.abspath(path))
-    proto = onnx.ModelProto()
-    try:
-        proto.ParseFromString(data)
-    except (DecodeError, RuntimeError, ValueError) as exc:
-        raise InvalidModelError(f"{where}: not an ONNX model or truncated ({exc})") from None
+        if isinstance(model, (bytes, bytearray)):
+            data, where, base = bytes(model), "model bytes", ""
+        else:
+            path = os.fspath(model)
+            if not os.path.isfile(path):
+                raise InvalidModelError(f"{path}: no such file")
+            with open(path, "rb") as f:
+                data = f.read()
+            where, base = path, os.path.dirname(os.path.abspath(path))
+        proto = onnx.ModelProto()
+        try:
+            proto.ParseFromString(data)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            raise InvalidModelError(f"{where}: not an ONNX model or truncated ({exc})") from None
     if not proto.HasField("graph") or not proto.graph.node or proto.ir_version <= 0:
-        raise InvalidModelError(f"{where}: not an ONNX model or truncated (no graph or IR version)")
+        raise InvalidModelError(f"{where}: not an ONNX model or truncated (no graph, no node or "
+                                "no IR version)")
     return proto, base
 
 
@@ -110,9 +115,6 @@ def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
     problems = []
     for i, node in enumerate(graph.node):
         name = node.name or f"#{i}"
-        if opset is None and node.domain in ("", "ai.onnx"):
-            raise InvalidModelError(f"node {name!r} (op {node.op_type}) is in the default ONNX "
-                                    "domain, but the model imports no ai.onnx opset")
         if node.domain not in DOMAINS:
             problems.append((name, f"{node.domain}.{node.op_type}",
                              f"domain {node.domain!r} is not supported"))
@@ -145,6 +147,15 @@ def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any],
         raise unsupported_error([(vi.name, "graph input", reason)])
     if vi.name in input_shapes:
         shape = tuple(int(d) for d in input_shapes[vi.name])
+        declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
+        if any(d < 1 for d in shape) or (tt.HasField("shape") and (
+                len(declared) != len(shape)
+                or any(d is not None and d != s for d, s in zip(declared, shape)))):
+            model_shape = "x".join("?" if d is None else str(d) for d in declared)
+            raise InvalidModelError(
+                f"input {vi.name!r}: the shape {'x'.join(map(str, shape))} given for it "
+                f"contradicts the model's {model_shape or 'scalar'} (only its dynamic "
+                "dimensions can be set, each to 1 or more)")
     else:
         shape = []
         for d in tt.shape.dim:
@@ -170,8 +181,9 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
     import).
     """
     proto, base_dir = read_model(model)
-    graph = proto.graph if outputs is None else cut_graph(proto.graph, outputs)
     opset = default_opset(proto)
+    check_model(proto)
+    graph = proto.graph if outputs is None else cut_graph(proto.graph, outputs)
     _prescan(graph, opset)
 
     values: dict[str, Value] = {}
@@ -190,6 +202,10 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
             reason = f"dtype {dtype} is not supported{_consumers(graph, name)}"
             raise unsupported_error([(name, "graph input", reason)])
         values[name] = Value(const=np.asarray(array, dtype=dtype), onnx_dtype=dtype)
+    unknown = sorted(set(input_shapes or {}) - {vi.name for vi in graph.input})
+    if unknown:
+        raise InvalidModelError(f"shapes given for {unknown}, which are not inputs of the "
+                                f"model (its inputs: {[vi.name for vi in graph.input]})")
     inputs = [_input_info(vi, input_shapes or {}, graph) for vi in graph.input
               if vi.name not in values]
 

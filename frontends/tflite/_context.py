@@ -156,7 +156,8 @@ class ImportContext:
                                       source_op=self.op.kind if record_op else None,
                                       source_tensor=out.name))
         value = Value(out.dtype, out.shape, expr, qparams=qp, nchw=nchw)
-        if value.layout_shape != _tvm.shape_of(expr):
+        computed = _tvm.shape_of(expr)
+        if len(out.shape) != len(computed) or value.layout_shape != computed:
             raise Unsupported(f"computed shape {list(_tvm.shape_of(expr))} differs from the "
                               f"model's output shape {list(out.shape)}")
         return value

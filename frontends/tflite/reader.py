@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import tflite
 
-from canonqnn.errors import InvalidModelError, UnsupportedError
+from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 
+from . import validate
 from ._schema import BUILTIN_NAMES, DTYPES, OPTIONS
 
 
@@ -82,78 +86,115 @@ def read_bytes(model: str | os.PathLike | bytes) -> tuple[bytes, str]:
 
 
 def is_tflite(data: bytes) -> bool:
-    return len(data) >= 8 and data[4:8] == b"TFL3"
+    return len(data) >= 8 and data[4:8] == validate.FILE_IDENTIFIER
+
+
+# What the flatbuffers library raises reading a damaged file: offsets past its end
+# (struct.error, IndexError), vectors numpy cannot view (ValueError), offsets that wrap
+# below 0 (TypeError from its number checks), absurd sizes.
+_DAMAGED = (struct.error, IndexError, ValueError, TypeError, OverflowError, MemoryError)
 
 
 def read_model(model: str | os.PathLike | bytes) -> Model:
+    """The model, validated (``validate``). Every field canonqnn's converters read later is
+    read here, so that a damaged flatbuffer fails here, as an InvalidModelError (TVM's
+    converters, for float operators, report what they cannot read as UnsupportedError)."""
     data, where = read_bytes(model)
-    if not is_tflite(data):
-        raise InvalidModelError(f"{where}: not a TFLite model (no TFL3 identifier)")
+    validate.check_header(data, where)
     try:
-        return _read(tflite.Model.GetRootAsModel(data, 0), where)
-    except (InvalidModelError, UnsupportedError):
+        return _read(tflite.Model.GetRootAsModel(data, 0), len(data))
+    except CanonqnnError:
         raise
-    except Exception as exc:  # noqa: BLE001  (a corrupt flatbuffer raises anything)
-        raise InvalidModelError(f"{where}: cannot read the TFLite model ({type(exc).__name__}: "
-                                f"{exc})") from None
+    except _DAMAGED as exc:
+        raise InvalidModelError(f"{where}: cannot read the TFLite model, the flatbuffer is "
+                                f"damaged ({type(exc).__name__}: {exc})") from None
 
 
-def _read(m: Any, where: str) -> Model:
-    if m.SubgraphsLength() != 1:
-        raise UnsupportedError([("(model)", "subgraphs", f"{m.SubgraphsLength()} subgraphs; "
-                                 "canonqnn imports single-subgraph models (no control flow)")],
-                               source="TFLite")
+def _read(m: Any, file_size: int) -> Model:
+    validate.check_model(m, file_size)
     g = m.Subgraphs(0)
-    tensors = [_tensor(m, g.Tensors(i), i) for i in range(g.TensorsLength())]
-    operators = []
-    for i in range(g.OperatorsLength()):
-        op = g.Operators(i)
-        code = m.OperatorCodes(op.OpcodeIndex())
-        builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
-        kind = BUILTIN_NAMES.get(builtin, f"builtin {builtin}")
-        if kind == "CUSTOM":
-            kind = f"CUSTOM:{(code.CustomCode() or b'').decode(errors='replace')}"
-        intermediates = tuple(tensors[k] for k in _ints(op.IntermediatesAsNumpy()))
-        operators.append(Operator(i, kind, _ints(op.InputsAsNumpy()),
-                                  _ints(op.OutputsAsNumpy()), _options(op, kind),
-                                  intermediates))
-    return Model(tensors, operators, _ints(g.InputsAsNumpy()), _ints(g.OutputsAsNumpy()), m)
+    buffers = m.BuffersLength()
+    tensors = [_tensor(m, g.Tensors(i), i, buffers, file_size) for i in range(g.TensorsLength())]
+    operators = [_operator(m, g.Operators(i), i, tensors) for i in range(g.OperatorsLength())]
+    inputs, outputs = _ints(g.InputsAsNumpy()), _ints(g.OutputsAsNumpy())
+    validate.check_graph_io(inputs, outputs, len(tensors))
+    return Model(tensors, operators, inputs, outputs, m)
+
+
+def _operator(m: Any, op: Any, index: int, tensors: list[Tensor]) -> Operator:
+    validate.check_opcode(index, op.OpcodeIndex(), m.OperatorCodesLength())
+    code = m.OperatorCodes(op.OpcodeIndex())
+    builtin = max(code.BuiltinCode(), code.DeprecatedBuiltinCode())
+    kind = BUILTIN_NAMES.get(builtin)
+    validate.check_code(index, code, kind, builtin)
+    if kind == "CUSTOM":
+        kind = f"CUSTOM:{code.CustomCode().decode(errors='replace')}"
+    inputs, outputs = _ints(op.InputsAsNumpy()), _ints(op.OutputsAsNumpy())
+    intermediates = _ints(op.IntermediatesAsNumpy())
+    validate.check_operator_tensors(index, kind, inputs, outputs, intermediates, len(tensors))
+    operator = Operator(index, kind, inputs, outputs, _options(op, kind, index),
+                        tuple(tensors[k] for k in intermediates))
+    validate.check_requantization(operator, tensors)
+    return operator
 
 
 def _ints(values: Any) -> list[int]:
     return [] if isinstance(values, int) else [int(v) for v in values]
 
 
-def _tensor(m: Any, t: Any, index: int) -> Tensor:
+def _tensor(m: Any, t: Any, index: int, buffers: int, file_size: int) -> Tensor:
     name = (t.Name() or b"").decode(errors="replace") or f"tensor{index}"
-    dtype = DTYPES.get(t.Type(), f"type {t.Type()}")
+    label = validate.tensor_label(name, index)
+    code, is_variable = t.Type(), bool(t.IsVariable())
+    validate.check_type(label, code)
+    dtype = DTYPES.get(code, validate.TENSOR_TYPES[code].lower())
     shape = tuple(_ints(t.ShapeAsNumpy()))
+    signature = None if t.ShapeSignatureIsNone() else tuple(_ints(t.ShapeSignatureAsNumpy()))
+    validate.check_shape(label, shape, signature)
+    buffer = m.Buffers(t.Buffer()) if t.Buffer() < buffers else None
+    validate.check_buffer(label, t, buffer, buffers, dtype, shape, file_size)
     data = None
-    buffer = m.Buffers(t.Buffer()) if t.Buffer() < m.BuffersLength() else None
-    if buffer is not None and buffer.DataLength() > 0:
+    if buffer.DataLength() > 0:
         if dtype not in ("float32", "int32", "uint8", "int8", "int64", "int16", "bool"):
-            raise InvalidModelError(f"tensor {name!r}: constant of type {dtype}")
-        raw = buffer.DataAsNumpy().tobytes()
-        data = np.frombuffer(raw, np.dtype(dtype)).reshape(shape).copy()
-    elif buffer is not None and buffer.Offset() > 1:
-        raise UnsupportedError([(name, "tensor", "constant stored outside the flatbuffer "
-                                 "(models over 2 GB)")], source="TFLite")
+            raise UnsupportedError([(label, "tensor", f"constant of type {dtype}")],
+                                   source="TFLite")
+        data = np.frombuffer(buffer.DataAsNumpy(), np.dtype(dtype)).reshape(shape).copy()
+    elif is_variable and dtype not in DTYPES.values():
+        raise UnsupportedError([(label, "tensor", f"variable of type {dtype}")], source="TFLite")
     scale = zero_point = None
     qdim = 0
     q = t.Quantization()
     if q is not None and q.ScaleLength() > 0:
         scale = np.asarray(q.ScaleAsNumpy(), np.float32).reshape(-1)
-        zero_point = (np.asarray(q.ZeroPointAsNumpy(), np.int64).reshape(-1)
-                      if q.ZeroPointLength() else np.zeros(scale.size, np.int64))
+        zero_point = None if q.ZeroPointIsNone() else \
+            np.asarray(q.ZeroPointAsNumpy(), np.int64).reshape(-1)
         qdim = int(q.QuantizedDimension())
-    return Tensor(index, name, shape, dtype, data, scale, zero_point, qdim, bool(t.IsVariable()))
+        validate.check_quantization(label, dtype, shape, scale, zero_point, qdim)
+    return Tensor(index, name, shape, dtype, data, scale, zero_point, qdim, is_variable)
 
 
-def _options(op: Any, kind: str) -> Any:
-    table_name = OPTIONS.get(kind)
+def _options(op: Any, kind: str, index: int) -> Any:
+    """The options table of ``kind``, every field read once now (converters read them later,
+    after the reader's boundary)."""
     table = op.BuiltinOptions()
-    if table_name is None or table is None:
-        return None
-    options = getattr(tflite, table_name)()
-    options.Init(table.Bytes, table.Pos)
+    validate.check_options_type(index, kind, op.BuiltinOptionsType(), table is not None)
+    table_name = OPTIONS.get(kind)
+    options = None
+    if table_name is not None and table is not None:
+        options = getattr(tflite, table_name)()
+        options.Init(table.Bytes, table.Pos)
+        for field in _fields(type(options)):
+            getattr(options, field)()
+    validate.check_option_values(index, kind, options)
     return options
+
+
+@functools.cache
+def _fields(table: type) -> tuple[str, ...]:
+    """The generated accessors of an options table that take no argument (scalars, and the
+    numpy view and length of each vector)."""
+    return tuple(name for name, fn in vars(table).items()
+                 if name[0].isupper() and callable(fn)
+                 and not name.startswith(("GetRootAs", "Init"))
+                 and not name.endswith("BufferHasIdentifier")
+                 and list(inspect.signature(fn).parameters) == ["self"])

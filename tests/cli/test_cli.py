@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import onnx
@@ -10,9 +11,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from _onnx_chains import qdq_layer_norm
+from hostile.artifacts import onnx_conv
 
 from canonqnn import cli
+from canonqnn.api import load_module
 from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, main
+from canonqnn.io import module_io
 
 
 def _save(model: onnx.ModelProto, path) -> str:
@@ -285,3 +289,99 @@ def test_a_module_file_whose_graph_refers_back_to_its_root_is_refused_not_a_cras
         assert done.returncode == EXIT_ERROR, (command, done.returncode, done.stderr)
         assert done.stderr.startswith(f"canonqnn: error: {path}: not a canonqnn module file "
                                       "(node ") and "refers to node" in done.stderr
+
+
+# ---------------------------------------------------------------- output files and --shape
+def _one_error(capsys) -> str:
+    """The message of the single ``canonqnn: error:`` line the command printed."""
+    err = capsys.readouterr().err
+    assert err.startswith("canonqnn: error: ") and err.count("\n") == 1, err
+    return err[len("canonqnn: error: "):-1]
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Fails the test if a command converts a model or reads its inputs."""
+    def work(*args, **kwargs):
+        pytest.fail("the command did work before checking its output file")
+
+    monkeypatch.setattr(cli, "_canonical", work)
+    monkeypatch.setattr(cli, "_parse_inputs", work)
+
+
+@pytest.mark.parametrize("command", [["convert", "m.onnx", "-o"], ["build", "m.onnx", "-o"],
+                                     ["run", "m.so", "--input", "x=x.npy", "-o"],
+                                     ["convert", "m.onnx", "--script"]],
+                         ids=["convert", "build", "run", "convert-script"])
+def test_an_output_in_a_missing_directory_is_refused_before_any_work(tmp_path, capsys, no_work,
+                                                                     command):
+    out = tmp_path / "no" / "such" / "out"
+    assert main([*command, str(out)]) == EXIT_ERROR
+    assert _one_error(capsys) == f"output {str(out)!r}: directory {str(out.parent)!r} does " \
+                                 "not exist"
+
+
+@pytest.mark.parametrize("command", [["convert", "m.onnx", "-o"], ["build", "m.onnx", "-o"],
+                                     ["run", "m.so", "--input", "x=x.npy", "-o"]],
+                         ids=["convert", "build", "run"])
+def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path, capsys, no_work,
+                                                                  command):
+    assert main([*command, str(tmp_path)]) == EXIT_ERROR
+    assert _one_error(capsys) == f"output {str(tmp_path)!r} is a directory; give a file name"
+
+
+def test_convert_to_a_full_device_is_an_error_not_a_short_file(tmp_path, capsys):
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    assert main(["convert", _save(onnx_conv(), tmp_path / "m.onnx"), "-o", "/dev/full"]) \
+        == EXIT_ERROR
+    assert _one_error(capsys) == "cannot write '/dev/full': No space left on device"
+
+
+def _conv_with_dynamic_height_and_width() -> onnx.ModelProto:
+    model = onnx_conv(out_shape=[1, 8, "H", "W"])
+    for dim, name in zip(model.graph.input[0].type.tensor_type.shape.dim[2:], "HW"):
+        dim.Clear()
+        dim.dim_param = name
+    return model
+
+
+@pytest.mark.parametrize("shape, model_shape", [
+    ("1x4x9x9", "1x4x6x6"), ("1x4x6", "1x4x6x6"), ("1x4x6x6x1", "1x4x6x6"),
+    ("0x4x6x6", "1x4x6x6"),
+], ids=["contradicts-static-dim", "lower-rank", "higher-rank", "zero-static-dim"])
+def test_a_shape_contradicting_the_static_model_is_refused(tmp_path, capsys, shape, model_shape):
+    path = _save(onnx_conv(), tmp_path / "m.onnx")
+    assert main(["convert", path, "-o", str(tmp_path / "m.json"), "--shape", f"x={shape}"]) \
+        == EXIT_ERROR
+    assert _one_error(capsys) == (f"input 'x': the shape {shape} given for it contradicts the "
+                                  f"model's {model_shape} (only its dynamic dimensions can be "
+                                  "set, each to 1 or more)")
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_a_zero_for_a_dynamic_dimension_is_refused(tmp_path, capsys):
+    path = _save(_conv_with_dynamic_height_and_width(), tmp_path / "dyn.onnx")
+    assert main(["convert", path, "-o", str(tmp_path / "m.json"), "--shape", "x=1x4x0x6"]) \
+        == EXIT_ERROR
+    assert _one_error(capsys) == ("input 'x': the shape 1x4x0x6 given for it contradicts the "
+                                  "model's 1x4x?x? (only its dynamic dimensions can be set, "
+                                  "each to 1 or more)")
+
+
+def test_a_shape_naming_no_input_is_refused(tmp_path, capsys):
+    path = _save(onnx_conv(), tmp_path / "m.onnx")
+    assert main(["convert", path, "-o", str(tmp_path / "m.json"), "--shape", "x=1x4x6x6",
+                 "--shape", "nope=1x4x6x6"]) == EXIT_ERROR
+    assert _one_error(capsys) == ("shapes given for ['nope'], which are not inputs of the "
+                                  "model (its inputs: ['x'])")
+
+
+def test_a_shape_sets_the_dynamic_dimensions_of_a_model(tmp_path, capsys):
+    path = _save(_conv_with_dynamic_height_and_width(), tmp_path / "dyn.onnx")
+    module = tmp_path / "m.json"
+    assert main(["convert", path, "-o", str(module), "--shape", "x=1x4x5x7"]) == 0
+    assert capsys.readouterr().out.endswith(f"wrote {module}\n")
+    io = module_io(load_module(module))
+    assert [(t.name, t.dtype, t.shape) for t in (*io.inputs, *io.outputs)] == \
+        [("x", "float32", (1, 4, 5, 7)), ("y", "float32", (1, 8, 5, 7))]

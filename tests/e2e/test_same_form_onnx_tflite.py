@@ -53,10 +53,10 @@ BIAS_FC = _bias(QP["m"][0], FC_SCALE, CLASSES)
 
 # ---------------------------------------------------------------- ONNX QDQ
 def onnx_model() -> onnx.ModelProto:
-    nodes, inits = [], []
+    nodes, inits = [], {}
 
-    def const(name, value):
-        inits.append(numpy_helper.from_array(np.asarray(value), name))
+    def const(name, value):  # one initializer per name, however many nodes read it
+        inits.setdefault(name, numpy_helper.from_array(np.asarray(value), name))
         return name
 
     def qp(name):
@@ -117,7 +117,8 @@ def onnx_model() -> onnx.ModelProto:
     graph = helper.make_graph(
         nodes, "residual", [helper.make_tensor_value_info("x_q", TensorProto.INT8,
                                                           [1, C_IN, H, W])],
-        [helper.make_tensor_value_info("y_q", TensorProto.INT8, [1, CLASSES])], inits)
+        [helper.make_tensor_value_info("y_q", TensorProto.INT8, [1, CLASSES])],
+        list(inits.values()))
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 10
     return model

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from canonqnn import qdq
-from canonqnn.errors import InvalidModelError
+from canonqnn.errors import InvalidModelError, InvalidQuantizationError
 from canonqnn.qparams import SIGNED, QParams, as_signed, check_scale
 
 from .._context import ImportContext, Unsupported, Value, onnx_op
@@ -57,6 +57,8 @@ def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | No
                           "blocked parameters are not)")
     if s.size > 1 and z.size > 1 and s.shape != z.shape:
         raise Unsupported(f"{what} scale shape {s.shape} and zero point shape {z.shape} differ")
+    if not -rank <= axis < rank:  # (validate.py checks it where ONNX inference knows the rank)
+        raise InvalidQuantizationError(f"axis {axis} is out of range for the rank-{rank} {what}")
     return QParams.make(s, z, axis % rank, dtype).as_int8()
 
 

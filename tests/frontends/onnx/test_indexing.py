@@ -357,8 +357,6 @@ def single_node(op, inputs, consts, attrs=None, dtype=np.float32, shape=SHAPE, o
      r"\(op Slice\): Slice selects no elements along axis 0"),
     (single_node("Split", ["X"], {}, dict(axis=3, num_outputs=4), n_out=4),
      r"\(op Split\): split sizes \[2, 2, 2, 0\]: empty outputs are not supported"),
-    (single_node("Where", ["c", "X", "X"], dict(c=np.ones(SHAPE, np.int64))),
-     r"\(op Where\): Where condition of type int64 \(bool expected\)"),
     (single_node("DepthToSpace", ["X"], {}, dict(blocksize=3)),
      r"\(op DepthToSpace\): 8 channels are not divisible by blocksize\^2 = 9"),
 ])

@@ -114,12 +114,13 @@ def test_quantized_resize_models_match_onnxruntime(opset, attrs):
     (dict(coordinate_transformation_mode="tf_crop_and_resize"), "tf_crop_and_resize"),
     (dict(coordinate_transformation_mode="half_pixel_symmetric"), "half_pixel_symmetric"),
     (dict(mode="linear", antialias=1), "antialias"),
-    (dict(keep_aspect_ratio_policy="not_larger"), "keep_aspect_ratio_policy"),
+    (dict(scales=None, sizes=[1, 2, 8, 12], keep_aspect_ratio_policy="not_larger"),
+     "keep_aspect_ratio_policy"),  # (valid ONNX with sizes only)
     (dict(mode="area"), "mode 'area'"),
 ])
 def test_unsupported_resize_attributes_are_refused(attrs, needle):
     with pytest.raises(UnsupportedError, match=needle):
-        load(resize_model(scales=[1, 1, 2, 2], **attrs))
+        load(resize_model(**{"scales": [1, 1, 2, 2], **attrs}))
 
 
 def test_resizing_batch_or_channels_and_other_ranks_are_refused():

@@ -1,0 +1,208 @@
+"""Runs CLI commands as separate processes, fast: a server process imports canonqnn and its
+runtimes once, then forks one child per command. A child is a process of its own — its signal,
+exit status, stdout and stderr are what ``canonqnn ARGS`` would give — without paying the
+imports on every run. A child that outlives its timeout is killed with its process group.
+
+``python tests/cli/hostile_corpus.py`` uses it to print the corpus table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMEOUT = 120.0  # s per command; a valid build of the corpus models takes a few seconds
+
+
+@dataclass
+class Run:
+    argv: list[str]
+    status: int | None  # exit status, -signal when killed by one, None on timeout
+    stdout: str
+    stderr: str
+
+    def __str__(self) -> str:
+        tail = " | ".join(self.stderr.strip().splitlines()[-3:])
+        return f"canonqnn {' '.join(self.argv)} -> status {self.status}: {tail}"
+
+
+# ------------------------------------------------------------------ the server (child side)
+
+
+def _preload() -> None:
+    import canonqnn.api  # noqa: F401
+    import canonqnn.builder  # noqa: F401
+    import canonqnn.cli  # noqa: F401
+    import canonqnn.frontends.onnx  # noqa: F401
+    import canonqnn.frontends.tflite  # noqa: F401
+    import canonqnn.rewrites  # noqa: F401
+    import onnxruntime  # noqa: F401
+
+
+def _child(request: dict) -> None:
+    """In the forked child: become ``canonqnn ARGV`` and exit as it would."""
+    os.setpgid(0, 0)
+    for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+        os.dup2(os.open(path, flags), fd)
+    os.chdir(request["cwd"])
+    code = 1
+    try:
+        selftest = request.get("selftest")
+        if selftest == "abort":
+            os.abort()
+        elif selftest == "hang":
+            time.sleep(3600)
+        elif selftest == "raise":
+            raise RuntimeError("selftest")
+        from canonqnn.cli import main
+
+        sys.argv = ["canonqnn", *request["argv"]]
+        code = main(request["argv"])
+    except SystemExit as exc:  # argparse
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001  (what the console script would print)
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def _wait(pid: int, timeout: float) -> int | None:
+    deadline = time.monotonic() + timeout
+    delay = 0.002
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            _kill_group(pid)
+            os.waitpid(pid, 0)
+            return None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def serve() -> None:
+    _preload()
+    channel = os.fdopen(os.dup(1), "w")
+    os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing else may write on the channel
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request)
+        status = _wait(pid, request["timeout"])
+        _kill_group(pid)  # whatever the command left running (runtime processes)
+        channel.write(json.dumps({"status": status}) + "\n")
+        channel.flush()
+
+
+# ------------------------------------------------------------------ the client
+
+
+class Server:
+    def __init__(self) -> None:
+        self._dir = tempfile.mkdtemp(prefix="canonqnn-runs-")
+        self._proc = subprocess.Popen([sys.executable, __file__, "--serve"], cwd=self._dir,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def run(self, argv: list[str], cwd: str | os.PathLike | None = None,
+            timeout: float = TIMEOUT, selftest: str | None = None) -> Run:
+        out, err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
+        request = {"argv": list(argv), "cwd": os.fspath(cwd or self._dir), "stdout": out,
+                   "stderr": err, "timeout": timeout, "selftest": selftest}
+        self._proc.stdin.write(json.dumps(request) + "\n")
+        self._proc.stdin.flush()
+        reply = self._proc.stdout.readline()
+        if not reply:
+            raise RuntimeError("the run server exited")
+        status = json.loads(reply)["status"]
+        read = lambda p: Path(p).read_text(errors="replace")  # noqa: E731
+        return Run(list(argv), status, read(out), read(err))
+
+    def close(self) -> None:
+        self._proc.stdin.close()
+        self._proc.wait(timeout=30)
+
+
+# ------------------------------------------------------------------ the corpus table
+
+
+def run_case(case, bases, server: Server, workdir: Path) -> list[tuple[Run, str]]:
+    """Every command of ``case``, each with its judged outcome."""
+    from hostile import judged, outcome
+
+    workdir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for argv in case.make(bases, workdir):
+        run = server.run(argv, cwd=workdir)
+        results.append((run, judged(case.expect, outcome(run.status, run.stderr))))
+    return results
+
+
+def main(args: list[str]) -> int:
+    from hostile import FAILURES, Bases, corpus
+
+    everything = "--all" in args
+    pattern = args[args.index("-k") + 1] if "-k" in args else ""
+    cases = [c for c in corpus() if (everything or c.fast) and pattern in c.id]
+    server = Server()
+    root = Path(tempfile.mkdtemp(prefix="canonqnn-corpus-"))
+    bases = Bases(root, lambda argv: server.run(argv, cwd=root))
+    table: dict[str, Counter] = defaultdict(Counter)
+    failed = []
+    started = time.monotonic()
+    for k, case in enumerate(cases, 1):
+        for run, got in run_case(case, bases, server, root / case.family / case.name):
+            table[case.family][got] += 1
+            if got in FAILURES or got.startswith("exit"):
+                failed.append((case.id, got, run))
+        print(f"\r[{k}/{len(cases)}] {case.id:<60}", end="", file=sys.stderr, flush=True)
+    print(file=sys.stderr)
+    server.close()
+    columns = ["accepted", "refused", *FAILURES]
+    columns += sorted({o for c in table.values() for o in c} - set(columns))
+    print(f"{len(cases)} cases, {sum(sum(c.values()) for c in table.values())} runs, "
+          f"{time.monotonic() - started:.0f} s")
+    print("| family | cases | " + " | ".join(columns) + " |")
+    print("|---|---|" + "---|" * len(columns))
+    per_family = Counter(c.family for c in cases)
+    for family in per_family:
+        counts = table[family]
+        print(f"| {family} | {per_family[family]} | "
+              + " | ".join(str(counts[c]) for c in columns) + " |")
+    for case_id, got, run in failed:
+        print(f"FAIL {case_id}: {got}: {run}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        sys.exit(main(sys.argv[1:]))

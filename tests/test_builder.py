@@ -1,0 +1,88 @@
+"""Exported libraries carry an integrity record (canonqnn.integrity) that ``load_built`` checks
+before loading any code: a library cut short (which would segfault in the loader), edited, or
+not written by canonqnn build is refused with its path and the reason."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _tflite import T, single_op
+
+import canonqnn
+from canonqnn.errors import CanonqnnError
+
+FEED = {"in0": np.array([[1, -2, 3, -4]], np.int8), "in1": np.array([[5, 6, -7, 8]], np.int8)}
+
+
+@pytest.fixture(scope="module")
+def built():
+    model = single_op("ADD", [T((1, 4), scale=0.1), T((1, 4), scale=0.1)],
+                      [T((1, 4), scale=0.2)])
+    return canonqnn.build(canonqnn.canonicalize(canonqnn.load(model))[0])
+
+
+@pytest.fixture(scope="module")
+def library(built, tmp_path_factory) -> bytes:
+    return open(built.export(tmp_path_factory.mktemp("lib") / "m.so"), "rb").read()
+
+
+def test_an_exported_library_loads_and_runs_as_built(built, library, tmp_path):
+    path = tmp_path / "m.so"
+    path.write_bytes(library)
+    np.testing.assert_array_equal(canonqnn.load_built(path).run(FEED)["out0"],
+                                  built.run(FEED)["out0"])
+
+
+def _refusal(tmp_path, data: bytes) -> str:
+    path = tmp_path / "m.so"
+    path.write_bytes(data)
+    with pytest.raises(CanonqnnError) as info:
+        canonqnn.load_built(path)
+    assert str(info.value).startswith(f"{path}: ")
+    return str(info.value)[len(f"{path}: "):]
+
+
+def test_a_library_cut_to_half_its_size_is_refused_as_truncated(library, tmp_path):
+    reason = _refusal(tmp_path, library[:len(library) // 2])
+    assert reason == (f"truncated: its ELF headers describe at least {len(library) - 48} "
+                      f"bytes, the file has {len(library) // 2}")
+
+
+def test_a_library_with_one_byte_changed_is_refused_as_modified(library, tmp_path):
+    data = bytearray(library)
+    data[len(data) // 2] ^= 0x01
+    assert _refusal(tmp_path, bytes(data)) == ("modified since export: its SHA-256 differs "
+                                               "from the one recorded at export")
+
+
+def test_a_library_with_bytes_cut_from_its_middle_is_refused_as_modified(library, tmp_path):
+    data = library[:1000] + library[1100:]
+    assert _refusal(tmp_path, data) == (f"modified since export: {len(library) - 148} bytes "
+                                        f"before its integrity record, {len(library) - 48} "
+                                        "when exported")
+
+
+def test_a_library_cut_in_its_integrity_record_is_refused_as_truncated(library, tmp_path):
+    assert _refusal(tmp_path, library[:-1]) == "truncated: its integrity record is cut short"
+
+
+def test_a_library_with_bytes_appended_is_refused_as_modified(library, tmp_path):
+    assert _refusal(tmp_path, library + b"\0\0") == ("modified since export: 2 bytes after "
+                                                     "its integrity record")
+
+
+NOT_OURS = ("not a library written by canonqnn build (no integrity record at its end; a "
+            "library built before canonqnn wrote one must be built again)")
+
+
+@pytest.mark.parametrize("data", [b"", np.random.default_rng(0).bytes(4096)],
+                         ids=["empty", "random"])
+def test_a_file_canonqnn_did_not_write_is_refused(data, tmp_path):
+    assert _refusal(tmp_path, data) == NOT_OURS
+
+
+def test_a_library_tvm_exported_without_the_record_is_refused(built, tmp_path):
+    from canonqnn import _tvm
+
+    _tvm.export_library(built.module, str(tmp_path / "tvm.so"))
+    assert _refusal(tmp_path, (tmp_path / "tvm.so").read_bytes()) == NOT_OURS
