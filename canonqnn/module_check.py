@@ -87,16 +87,19 @@ def _check_interface(mod: Any, where: str, main: Any) -> None:
     except Exception as exc:  # noqa: BLE001  (the recorded JSON is damaged)
         raise InvalidModelError(f"{where}: the recorded interface is unreadable: {exc}") \
             from None
+    try:
+        params = [_tvm.tensor_types(p) for p in _tvm.function_params(main)]
+        results = _tvm.tensor_types(main.body)
+    except (AttributeError, TypeError, ValueError):  # a symbolic dimension, a non-tensor
+        raise InvalidModelError(f"{where}: main's parameters and result are not tensors of "
+                                "static shapes, as canonqnn writes them") from None
     if io is None:
         return
-    params = _tvm.function_params(main)
     if len(io.inputs) != len(params):
         raise InvalidModelError(f"{where}: the recorded interface has {len(io.inputs)} "
                                 f"inputs, main takes {len(params)}")
     for info, param in zip(io.inputs, params):
-        _same(where, f"input {info.name!r}", (info.dtype, tuple(info.shape)),
-              _tvm.tensor_types(param))
-    results = _tvm.tensor_types(main.body)
+        _same(where, f"input {info.name!r}", (info.dtype, tuple(info.shape)), param)
     if len(io.outputs) != len(results) or not io.outputs:
         raise InvalidModelError(f"{where}: the recorded interface has {len(io.outputs)} "
                                 f"outputs, main returns {len(results)}")
@@ -105,7 +108,7 @@ def _check_interface(mod: Any, where: str, main: Any) -> None:
 
 
 def _same(where: str, what: str, recorded: tuple, actual: list) -> None:
-    if len(actual) != 1 or (recorded[0], tuple(int(d) for d in recorded[1])) != actual[0]:
+    if len(actual) != 1 or (recorded[0], tuple(recorded[1])) != actual[0]:
         raise InvalidModelError(f"{where}: the recorded interface says {what} is "
                                 f"{recorded[0]} {list(recorded[1])}, the module has "
                                 f"{', '.join(f'{d} {list(s)}' for d, s in actual)}")
