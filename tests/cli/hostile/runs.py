@@ -64,8 +64,7 @@ def input_cases() -> list[Case]:
             np.save(path, value(), allow_pickle=True)
             return feed_commands(bases, d, path)
         cases.append(Case("inputs", name, expect, make,
-                          fast=name in ("float32", "float64_inexact", "object", "strings",
-                                        "wrong_shape")))
+                          fast=name in ("float32", "object", "strings", "wrong_shape")))
     for name, data in raw.items():
         def make(bases: Bases, d: Path, data=data) -> list[list[str]]:
             path = d / "x.npy"
