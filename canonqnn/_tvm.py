@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm import relax, te, tirx, topi  # noqa: F401  (re-exported for op legalizations)
 
 Expr = relax.Expr
@@ -27,8 +28,6 @@ BlockBuilder = relax.BlockBuilder
 def _register_errors() -> None:
     """canonqnn's errors raised inside TVM's callbacks (rewrite rules, legalizations) come
     back out of TVM as themselves, not as RuntimeError (those made from a message alone)."""
-    import tvm_ffi
-
     from . import errors
 
     for cls in (errors.CanonqnnError, errors.InvalidModelError, errors.InvalidQuantizationError,
@@ -792,8 +791,6 @@ def inferred_type(call: Any) -> Any:
 
 
 def same_type(a: Any, b: Any) -> bool:
-    import tvm_ffi
-
     return bool(tvm_ffi.structural_equal(a, b))
 
 
