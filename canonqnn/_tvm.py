@@ -287,7 +287,7 @@ def as_target(target: Any) -> Any:
     CPU architecture than the host's raises ``CanonqnnError`` (a build is loaded in this
     process: its interface and kernels are read off the compiled module). Another CPU of the
     host's architecture builds; ``foreign_instructions`` says whether the code runs here."""
-    from .errors import CanonqnnError
+    from .errors import CanonqnnError, first_line
 
     if target is None:
         return host_target()
@@ -296,9 +296,8 @@ def as_target(target: Any) -> Any:
         try:
             target = tvm.target.Target(_target_config(target))
         except Exception as exc:  # noqa: BLE001  (TVM raises ValueError or its own errors)
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
             raise CanonqnnError(f"target {shown!r}: TVM cannot make a target of it: "
-                                f"{first}") from None
+                                f"{first_line(exc)}") from None
     if target.kind.name != "llvm":
         raise CanonqnnError(f"target {shown!r}: canonqnn builds for the host CPU with TVM's "
                             f"llvm target, not {target.kind.name}")
@@ -757,10 +756,6 @@ def normalize_outputs(bb: Any, expr: Any) -> list[Any]:
     return out
 
 
-def well_formed(mod: Any) -> bool:
-    return bool(relax.analysis.check_well_formed(mod))
-
-
 def well_formed_problem(mod: Any) -> str | None:
     """Why ``mod`` is not a well-formed Relax module (TVM's check, which also infers every
     expression's type again), or None."""
@@ -775,7 +770,7 @@ def well_formed_problem(mod: Any) -> str | None:
 
 
 def relax_functions(mod: Any) -> dict[str, Any]:
-    return {gv.name_hint: fn for gv, fn in mod.functions_items()
+    return {name: fn for name, fn in module_functions(mod).items()
             if isinstance(fn, relax.Function)}
 
 

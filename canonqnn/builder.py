@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _tvm, integrity, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
-from .errors import CanonqnnError, VerificationError
+from .errors import CanonqnnError, VerificationError, first_line
 from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
 
@@ -58,8 +58,7 @@ class Built:
             _tvm.export_library(self.module, path)
             integrity.seal(path)
         except Exception as exc:  # noqa: BLE001  (TVM's linker step or the file system)
-            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-            raise CanonqnnError(f"cannot write the library {path}: {first}") from None
+            raise CanonqnnError(f"cannot write the library {path}: {first_line(exc)}") from None
         return path
 
 

@@ -6,6 +6,13 @@ Messages name where the problem is (node, op) and why, so the CLI can print them
 from __future__ import annotations
 
 
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (libraries append context and tracebacks to
+    theirs), or its type's name when it has none: what a one-line error quotes."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
 class CanonqnnError(Exception):
     """Base class: the CLI prints the message without a traceback and exits non-zero."""
 

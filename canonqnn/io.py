@@ -107,7 +107,7 @@ def read_arrays(path: str) -> dict[str, np.ndarray] | np.ndarray:
     (never unpickled: loading one runs its code) and non-numeric data."""
     import zipfile
 
-    from .errors import CanonqnnError
+    from .errors import CanonqnnError, first_line
 
     if os.path.isdir(path):
         raise CanonqnnError(f"input file {path!r} is a directory")
@@ -121,9 +121,8 @@ def read_arrays(path: str) -> dict[str, np.ndarray] | np.ndarray:
             arrays = np.load(path, allow_pickle=False)
     except (ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError, MemoryError) as exc:
         what = "an .npz archive" if path.endswith(".npz") else "an .npy array"
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise CanonqnnError(f"input file {path!r} is not {what} numpy can read: {first}") \
-            from None
+        raise CanonqnnError(f"input file {path!r} is not {what} numpy can read: "
+                            f"{first_line(exc)}") from None
     if isinstance(arrays, np.lib.npyio.NpzFile):  # np.load of an archive named .npy
         raise CanonqnnError(f"input file {path!r} is an .npz archive: name it FILE.npz")
     for key, value in (arrays.items() if isinstance(arrays, dict) else [("", arrays)]):

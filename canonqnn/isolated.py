@@ -28,7 +28,7 @@ from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any, Callable
 
-from .errors import CanonqnnError, ParityError
+from .errors import CanonqnnError, ParityError, first_line
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where canonqnn imports from
 _BOOT = ("import sys; sys.path.insert(0, {root!r}); "
@@ -185,10 +185,7 @@ def _stop(conn: Connection, process: subprocess.Popen) -> None:
 
 
 def _message(exc: BaseException) -> str:
-    if isinstance(exc, CanonqnnError):
-        return str(exc)
-    lines = str(exc).splitlines()
-    return lines[0] if lines else type(exc).__name__
+    return str(exc) if isinstance(exc, CanonqnnError) else first_line(exc)
 
 
 def _serve(fd: int) -> None:

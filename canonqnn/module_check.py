@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import _tvm
-from .errors import InvalidModelError
+from .errors import InvalidModelError, first_line
 from .io import module_io
 from .ops import lookup
 
@@ -46,8 +46,8 @@ def check_module(mod: Any, where: str) -> None:
             try:
                 inferred = _tvm.inferred_type(value)
             except Exception as exc:  # noqa: BLE001  (the op's inference rejects its arguments)
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise InvalidModelError(f"{where}: {binding} (op {op}): {first}") from None
+                raise InvalidModelError(f"{where}: {binding} (op {op}): {first_line(exc)}") \
+                    from None
             if not _tvm.same_type(inferred, _tvm.ty(var)):
                 raise InvalidModelError(f"{where}: {binding} (op {op}) is recorded as "
                                         f"{_tvm.ty(var)}, but its op gives {inferred}")
@@ -74,9 +74,8 @@ def _check_constant(where: str, binding: str, const: Any) -> None:
     try:
         value = _tvm.const_value(const)
     except Exception as exc:  # noqa: BLE001  (TVM cannot convert a damaged tensor)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise InvalidModelError(f"{where}: a constant of {binding} is unreadable: {first}") \
-            from None
+        raise InvalidModelError(f"{where}: a constant of {binding} is unreadable: "
+                                f"{first_line(exc)}") from None
     if str(value.dtype) not in DTYPES:
         raise InvalidModelError(f"{where}: a constant of {binding} has dtype {value.dtype}")
 

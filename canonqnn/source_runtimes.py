@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ParityError
+from .errors import ParityError, first_line
 from .numerics.probe import ORT_CONFIG, ort_session_options
 
 
@@ -32,7 +32,7 @@ def ort_session(model: bytes, threads: int | None = None) -> tuple[Any, str]:
         try:
             session = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
         except Exception as exc:  # noqa: BLE001  (onnxruntime raises its own types)
-            errors.append(str(exc).splitlines()[0])
+            errors.append(first_line(exc))
             continue
         settings = ", ".join(f"{k}={v}" for k, v in config.items())
         threads_text = f", {threads} intra-op threads" if threads else ""

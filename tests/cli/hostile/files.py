@@ -179,7 +179,8 @@ def library_cases() -> list[Case]:
         with_library("appended_byte", REFUSED, lambda b: b + b"\0"),
         with_library("header_zeroed", REFUSED, lambda b: bytes(64) + b[64:], fast=True),
         with_library("middle_byte_flipped", REFUSED,
-                     lambda b: b[:len(b) // 2] + bytes([b[len(b) // 2] ^ 0x10]) + b[len(b) // 2 + 1:]),
+                     lambda b: b[:len(b) // 2] + bytes([b[len(b) // 2] ^ 0x10])
+                     + b[len(b) // 2 + 1:]),
         Case("library", "system_library", REFUSED, system_library, fast=True),
     ]
     cases += damaged_cases("library", "library", ".so", {"bitflip": 6}, 0, library_commands)
