@@ -1,24 +1,32 @@
 """What the canonical form buys at run time, measured side by side in one run.
 
-For each example architecture (``canonqnn.models``, at benchmark size unless ``--small``),
+For each network (real sizes: MobileNet-V1 and V2 and ResNet-18 at 224x224, a transformer
+encoder layer of 128 tokens; ``--small`` takes the test-size models of ``canonqnn.models``),
 quantized by onnxruntime's quantizer (QDQ, int8 activations, per-channel int8 weights):
 
-  (a) canonqnn: load -> canonicalize -> ``canonqnn.build`` (int8 kernels, canonqnn's CPU schedule)
+  (a) canonqnn: load -> canonicalize -> ``canonqnn.build`` (untuned), timed at 1 and 2 threads
+      (``TVM_NUM_THREADS``, each in a child process that loads the exported library)
   (a') the same with MetaSchedule tuning (``--tune TRIALS``; database in ``--tuning-dir``)
-  (b) TVM alone: ``tvm.relax.frontend.onnx.from_onnx`` -> ``tvm.compile`` (the fake-quant form:
-      dequantize -> float op -> quantize, weights folded to float32 by TVM's FoldConstant)
-  (c) onnxruntime's int8 kernels as users run them (default session config), 1 thread and all
-      cores, and (d) onnxruntime configured as canonqnn reproduces it bit for bit, all cores
+  (b) TVM alone (``--tvm-alone``): ``tvm.relax.frontend.onnx.from_onnx`` -> ``tvm.compile``
+      (the fake-quant form, weights folded to float32 by TVM's FoldConstant)
+  (c) onnxruntime's int8 kernels as users run them (default session config), 1 and 2 threads
+  (d) onnxruntime configured as canonqnn reproduces it bit for bit, all cores; whether (a)'s
+      output equals (d)'s is printed too
 
-printing build seconds, median latency, the ratios a/b, a/c and a/d, and the bytes of constants
-each built module carries. Every TVM build targets this CPU (``mcpu`` from LLVM) and runs on TVM's
-thread pool (all cores unless ``TVM_NUM_THREADS`` says otherwise). Latency is the median of
+printing build seconds, median latency, the ratios, and the bytes of constants each built
+module carries. Every TVM build targets this CPU (``mcpu`` from LLVM). Latency is the median of
 ``--runs`` calls after warm-up, each call timed around the runtime's own entry point
 (``vm["main"]`` / ``session.run``) with inputs already in place.
 
-    python benchmarks/runtime.py                       # all three, untuned
+``--kernels`` instead times each kernel of the canonical build alone, with its MAC rate for
+convs and matmuls and that rate as a fraction of the host's peak int8 rate: the CPU's clock
+(``cpu MHz`` of /proc/cpuinfo) x 2 instructions a cycle x the MACs of one instruction of the
+dot-product ISA the build uses (``canonqnn.ops._dot``; two vector multiply pipes, as on
+Zen 3 and Zen 5).
+
+    python benchmarks/runtime.py                       # all four, untuned
     python benchmarks/runtime.py --tune 64             # adds the tuned canonical build
-    python benchmarks/runtime.py --models resnet --small --runs 50
+    python benchmarks/runtime.py --models resnet18 --small --runs 50
     python benchmarks/runtime.py --kernels --models mobilenet_v1   # where the time goes
 """
 
@@ -28,6 +36,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,13 +47,21 @@ import canonqnn
 from canonqnn import _tvm, models
 from canonqnn.api import ort_session
 
-# Benchmark sizes: large enough that kernels, not per-call overhead, dominate.
+# Real-size networks.
 BENCH_MODELS = {
-    "mobilenet_v1": lambda: models.mobilenet_v1_like(resolution=128, width=2),
-    "resnet": lambda: models.resnet_like(resolution=64, width=2),
-    "transformer": lambda: models.transformer_encoder_like(seq=64, width=128, heads=4, ffn=512),
+    "mobilenet_v1": models.mobilenet_v1,
+    "mobilenet_v2": models.mobilenet_v2,
+    "resnet18": models.resnet18,
+    "transformer": lambda: models.transformer_encoder_like(seq=128, width=256, heads=4,
+                                                           ffn=1024),
 }
-SMALL_MODELS = {name: models.ARCHITECTURES[name] for name in BENCH_MODELS}
+SMALL_MODELS = {
+    "mobilenet_v1": models.mobilenet_v1_like,
+    "mobilenet_v2": lambda: models.mobilenet_v2(resolution=32, classes=10),
+    "resnet18": lambda: models.resnet18(resolution=32, width=0.125, classes=10),
+    "transformer": models.transformer_encoder_like,
+}
+THREADS = (1, 2)
 
 
 def median_ms(call, runs: int) -> float:
@@ -106,28 +123,52 @@ def bench_model(name: str, model, args) -> dict:
         quantized, 0, None)
     if report.float_islands:
         row["float_islands"] = [str(i) for i in report.float_islands]
-    row["ms_canonqnn"] = median_ms(tvm_call(built.module, [x]), args.runs)
+    for threads in THREADS:
+        row[f"ms_canonqnn_{threads}"] = library_ms(built, x, threads, args.runs)
 
     if args.tune:
         tuning_dir = os.path.join(args.tuning_dir, name)
         tuned, row["build_s_tuned"], _, _ = canonical_build(quantized, args.tune, tuning_dir)
         row["tuning"] = {"trials": args.tune, "kernels_tuned": tuned.tuning[0],
                          "kernels_reused": tuned.tuning[1], "dir": tuning_dir}
-        row["ms_tuned"] = median_ms(tvm_call(tuned.module, [x]), args.runs)
+        row["ms_tuned_2"] = library_ms(tuned, x, 2, args.runs)
         expected = built.run({"input": x})
         got = tuned.run({"input": x})
         row["tuned_equal_untuned"] = all(np.array_equal(expected[k], got[k]) for k in expected)
 
-    executable, row["build_s_tvm"], row["constants_tvm"] = tvm_alone_build(quantized)
-    row["ms_tvm"] = median_ms(tvm_call(executable, [x]), args.runs)
+    if args.tvm_alone:
+        executable, row["build_s_tvm"], row["constants_tvm"] = tvm_alone_build(quantized)
+        row["ms_tvm"] = median_ms(tvm_call(executable, [x]), args.runs)
 
     feed = {models.INPUT_NAME: x}
-    for threads, suffix in ((1, "1"), (os.cpu_count() or 1, "all")):
+    for threads in THREADS:
         session = default_ort_session(quantized, threads)
-        row[f"ms_ort_{suffix}"] = median_ms(lambda: session.run(None, feed), args.runs)
-        session, row["ort_exact_config"] = ort_session(quantized, threads=threads)
-        row[f"ms_ort_exact_{suffix}"] = median_ms(lambda: session.run(None, feed), args.runs)
+        row[f"ms_ort_{threads}"] = median_ms(lambda: session.run(None, feed), args.runs)
+    session, row["ort_exact_config"] = ort_session(quantized, threads=max(THREADS))
+    row["ms_ort_exact_2"] = median_ms(lambda: session.run(None, feed), args.runs)
+    ours = built.run(feed)
+    theirs = session.run(None, feed)
+    row["exact_with_d"] = all(np.array_equal(ours[k], v) for k, v in zip(ours, theirs))
     return row
+
+
+def library_ms(built, x: np.ndarray, threads: int, runs: int) -> float:
+    """Median ms of the exported ``built`` in a child process on ``threads`` TVM threads (TVM
+    sizes its thread pool once per process, from ``TVM_NUM_THREADS``)."""
+    with tempfile.TemporaryDirectory(prefix="canonqnn_bench_") as tmp:
+        library, data = os.path.join(tmp, "model.so"), os.path.join(tmp, "input.npy")
+        built.export(library)
+        np.save(data, x)
+        env = {**os.environ, "TVM_NUM_THREADS": str(threads)}
+        out = subprocess.run([sys.executable, __file__, "--time-library", library, data,
+                              "--runs", str(runs)], env=env, check=True, capture_output=True,
+                             text=True).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def time_library(library: str, data: str, runs: int) -> float:
+    built = canonqnn.load_built(library)
+    return median_ms(tvm_call(built.module, [np.load(data)]), runs)
 
 
 def default_ort_session(quantized, threads: int):
@@ -144,9 +185,37 @@ def default_ort_session(quantized, threads: int):
                                 providers=["CPUExecutionProvider"])
 
 
+def host_peak_gmacs() -> tuple[float, str]:
+    """The host's peak int8 rate per thread (GMAC/s) on the dot-product ISA a build for it
+    uses, and how it was computed (see the module doc)."""
+    from canonqnn.ops import _dot
+
+    isa = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
+    with open("/proc/cpuinfo") as f:
+        mhz = next(float(line.split(":")[1]) for line in f if line.startswith("cpu MHz"))
+    if isa is None:
+        return 0.0, "no int8 dot-product ISA"
+    macs = 2 * isa.lanes * isa.pair
+    return mhz / 1e3 * macs, (f"{isa.name}: {mhz / 1e3:.2f} GHz x 2 instructions/cycle x "
+                              f"{isa.lanes * isa.pair} MACs")
+
+
+def kernel_macs(kernel: str, shapes: list[tuple[int, ...]]) -> int | None:
+    """Multiply-accumulates of a conv or matmul kernel from its argument shapes (the first is
+    the activation, the last the output; the second the weights, plain or packed)."""
+    out, x, w = shapes[-1], shapes[0], shapes[1]
+    if "conv2d" in kernel and "transpose" not in kernel and len(x) == 4:
+        taps = w[1] * w[2] * x[1] if len(w) == 6 else w[1] * w[2] * w[3]  # packed / OIHW
+        return int(np.prod(out)) * taps
+    if "matmul" in kernel and len(x) >= 2:
+        return int(np.prod(out)) * x[-1]
+    return None
+
+
 def kernel_times(name: str, model, runs: int) -> None:
     """Each kernel of the untuned canonical build compiled alone and timed with TVM's
-    ``time_evaluator`` on random data, largest first, with the conv kernels' MAC rate."""
+    ``time_evaluator`` on random data, largest first, with the conv and matmul kernels' MAC
+    rate and its fraction of the host's peak (all the build's threads)."""
     import tvm
 
     from canonqnn import schedule
@@ -154,8 +223,9 @@ def kernel_times(name: str, model, runs: int) -> None:
     quantized = models.quantize(model, fmt="qdq", activation="s8", per_channel=True)
     mod, _ = canonqnn.canonicalize(canonqnn.load(quantized))
     target = _tvm.host_target()
-    fused = _tvm.schedule_cpu(canonqnn.builder.fuse(mod, target), schedule.plan_block,
-                              _tvm.cpu_cores(target))
+    cores = _tvm.cpu_cores(target)
+    fused = _tvm.schedule_cpu(canonqnn.builder.fuse(mod, target), schedule.plan_block, cores)
+    peak, how = host_peak_gmacs()
     rng = np.random.default_rng(0)
     rows = []
     for gv, func in fused.functions_items():
@@ -167,53 +237,57 @@ def kernel_times(name: str, model, runs: int) -> None:
         lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
                           target=target).jit()
         seconds = lib.time_evaluator("main", tvm.cpu(), number=runs, repeat=5)(*args).median
-        macs = None
-        if "conv2d" in gv.name_hint and len(shapes[1]) == 4:
-            macs = int(np.prod(shapes[-1])) * int(np.prod(shapes[1][1:]))
-        rows.append((seconds * 1e6, gv.name_hint, shapes, macs))
+        rows.append((seconds * 1e6, gv.name_hint, shapes, kernel_macs(gv.name_hint, shapes)))
     total = sum(r[0] for r in rows)
     print(f"\n{name}: kernels of the untuned canonical build, each timed alone "
-          f"({_tvm.cpu_cores(target)} cores), {total / 1e3:.2f} ms in total")
-    lines = [["kernel", "us", "share", "input -> output", "GMAC/s"]]
+          f"({cores} threads), {total / 1e3:.2f} ms in total; peak {peak:.0f} GMAC/s a "
+          f"thread ({how})")
+    lines = [["kernel", "us", "share", "input -> output", "GMAC/s", "of peak"]]
     for us, kernel, shapes, macs in sorted(rows, reverse=True):
+        rate = macs / us / 1e3 if macs else None
         lines.append([kernel, f"{us:.1f}", f"{100 * us / total:.1f}%",
                       f"{'x'.join(map(str, shapes[0]))} -> {'x'.join(map(str, shapes[-1]))}",
-                      f"{macs / us / 1e3:.1f}" if macs else ""])
+                      f"{rate:.1f}" if rate else "",
+                      f"{100 * rate / (peak * cores):.0f}%" if rate and peak else ""])
     _print_rows(lines)
 
 
 def print_table(rows: list[dict], tuned: bool) -> None:
-    cores = os.cpu_count()
-    print(f"\nmedian latency, ms ({cores} cores; TVM builds on all of them)")
-    print("(c) onnxruntime as users run it (default session config), 1 thread and all cores;")
+    print("\nmedian latency, ms; canonqnn untuned (a), onnxruntime's default session (c), "
+          "at 1 and 2 threads")
     print("(d) onnxruntime configured as canonqnn reproduces it bit for bit "
-          f"({rows[0]['ort_exact_config']}), all cores")
-    head = ["model", "(a) canonqnn"] + (["(a') tuned"] if tuned else []) + [
-        "(b) TVM alone", "(c) ORT 1T", f"(c) ORT {cores}T", f"(d) ORT {cores}T", "a/b",
-        "a/c 1T", f"a/c {cores}T"] + ([f"a'/c {cores}T"] if tuned else []) + [f"a/d {cores}T"]
+          f"({rows[0]['ort_exact_config']}); a = d: canonqnn's output equals (d)'s")
+    alone = "ms_tvm" in rows[0]
+    head = ["model", "(a) 1T", "(c) 1T", "a/c 1T", "(a) 2T", "(c) 2T", "a/c 2T", "(d) 2T",
+            "a = d"] + (["(a') tuned 2T", "a'/c 2T"] if tuned else []) + (
+        ["(b) TVM alone", "a/b"] if alone else [])
     lines = [head]
     for r in rows:
-        a = r["ms_canonqnn"]
-        line = [r["model"], f"{a:.3f}"] + ([f"{r['ms_tuned']:.3f}"] if tuned else []) + [
-            f"{r['ms_tvm']:.3f}", f"{r['ms_ort_1']:.3f}", f"{r['ms_ort_all']:.3f}",
-            f"{r['ms_ort_exact_all']:.3f}", f"{a / r['ms_tvm']:.2f}", f"{a / r['ms_ort_1']:.2f}",
-            f"{a / r['ms_ort_all']:.2f}"]
+        line = [r["model"]]
+        for t in THREADS:
+            a, c = r[f"ms_canonqnn_{t}"], r[f"ms_ort_{t}"]
+            line += [f"{a:.3f}", f"{c:.3f}", f"{a / c:.2f}"]
+        line += [f"{r['ms_ort_exact_2']:.3f}", "yes" if r["exact_with_d"] else "NO"]
         if tuned:
-            line.append(f"{r['ms_tuned'] / r['ms_ort_all']:.2f}")
-        line.append(f"{a / r['ms_ort_exact_all']:.2f}")
+            line += [f"{r['ms_tuned_2']:.3f}", f"{r['ms_tuned_2'] / r['ms_ort_2']:.2f}"]
+        if alone:
+            line += [f"{r['ms_tvm']:.3f}", f"{r['ms_canonqnn_2'] / r['ms_tvm']:.2f}"]
         lines.append(line)
     _print_rows(lines)
 
     print("\nbuild seconds, and bytes of constants in the built module")
-    head = ["model", "input", "build (a)"] + (["build (a')"] if tuned else []) + [
-        "build (b)", "constants (a)", "constants (b)"]
+    head = ["model", "input", "build (a)"] + (["build (a')"] if tuned else []) + (
+        ["build (b)"] if alone else []) + ["constants (a)"] + (["constants (b)"] if alone else [])
     lines = [head]
     for r in rows:
         line = [r["model"], "x".join(map(str, r["input"])), f"{r['build_s_canonqnn']:.1f}"]
         if tuned:
             line.append(f"{r['build_s_tuned']:.1f}")
-        line += [f"{r['build_s_tvm']:.1f}", fmt_bytes(r["constants_canonqnn"]),
-                 fmt_bytes(r["constants_tvm"])]
+        if alone:
+            line.append(f"{r['build_s_tvm']:.1f}")
+        line.append(fmt_bytes(r["constants_canonqnn"]))
+        if alone:
+            line.append(fmt_bytes(r["constants_tvm"]))
         lines.append(line)
     _print_rows(lines)
     for r in rows:
@@ -247,7 +321,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", metavar="OUT", help="also write the measurements as JSON")
     parser.add_argument("--kernels", action="store_true",
                         help="instead, time each kernel of the canonical build alone")
+    parser.add_argument("--tvm-alone", action="store_true",
+                        help="also build and time the model with TVM's own ONNX importer")
+    parser.add_argument("--time-library", nargs=2, metavar=("LIBRARY", "INPUT"),
+                        help=argparse.SUPPRESS)  # the child process of library_ms
     args = parser.parse_args(argv)
+    if args.time_library:
+        print(time_library(*args.time_library, args.runs))
+        return 0
     table = SMALL_MODELS if args.small else BENCH_MODELS
     names = [n for n in args.models.split(",") if n]
     unknown = set(names) - set(table)

@@ -315,6 +315,21 @@ def as_target(target: Any) -> Any:
     return target
 
 
+def current_target_features() -> Callable[[str], bool] | None:
+    """``has_feature(name)`` of the target a pass is running under (``with target``), or None
+    outside one (a legalization then writes the target-independent form)."""
+    target = tvm.target.Target.current(allow_none=True)
+    if target is None or target.kind.name != "llvm":
+        return None
+    return target_features(target)
+
+
+def target_features(target: Any) -> Callable[[str], bool]:
+    """``has_feature(name)`` of an LLVM target (LLVM's feature names: ``avx2``, ...)."""
+    has = tvm.get_global_func("target.target_has_feature")
+    return lambda name: bool(has(name, target))
+
+
 def foreign_instructions(target: Any) -> list[str]:
     """The instruction sets code for ``target`` may use that this host's CPU lacks (code built
     for another CPU stops on an illegal instruction here)."""
@@ -408,11 +423,20 @@ def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any
     """
     from tvm.s_tir.schedule import ScheduleError
 
+    from . import _tvm_dot
+
     out = copy_module(mod)
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, tirx.PrimFunc) or function_attr(func, "tirx.is_scheduled"):
             continue
         sch, blocks = _root_blocks(func)
+        packed = [b for b in blocks if _tvm_dot.is_packed(sch, b)]
+        if packed:  # tensorized, its consumers moved into its tiles: the rest as planned
+            done = [sch.get(b).name_hint for b in packed]
+            for block in packed:
+                done += _tvm_dot.schedule_packed(sch, block, cores)
+            blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
+                      if not sch.get(b).name_hint.startswith(tuple(done))]
         for block in blocks:
             try:
                 _apply_block_plan(sch, block, plan_block, cores)

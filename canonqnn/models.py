@@ -435,6 +435,75 @@ def with_features(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
+def _classifier_head(g: _GraphBuilder, x: str, c: int, classes: int) -> str:
+    x = g.node("GlobalAveragePool", [x])
+    x = g.node("Flatten", [x], axis=1)
+    w = g.rng.normal(0.0, np.sqrt(1.0 / c), size=(classes, c)).astype(np.float32)
+    b = g.rng.normal(0.0, 0.05, size=(classes,)).astype(np.float32)
+    return g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc",
+                  output=OUTPUT_NAME, transB=1)
+
+
+def resnet18(seed: int = 0, resolution: int = 224, width: float = 1.0,
+             classes: int = 1000) -> onnx.ModelProto:
+    """ResNet-18 (He et al.): stem Conv7x7 s2 + Relu, MaxPool 3x3 s2, four stages of two basic
+    blocks (64, 128, 256, 512 channels times ``width``; the first block of stages 2-4 strided
+    with a 1x1 projection shortcut), GlobalAveragePool, Gemm. Real-size benchmark network."""
+    g = _GraphBuilder(seed)
+    chans = [max(8, int(c * width)) for c in (64, 128, 256, 512)]
+    x = g.relu(g.conv(INPUT_NAME, 3, chans[0], 7, stride=2))
+    x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    c = chans[0]
+    for stage, cout in enumerate(chans):
+        for block in range(2):
+            stride = 2 if stage and not block else 1
+            y = g.relu(g.conv(x, c, cout, 3, stride=stride))
+            y = g.conv(y, cout, cout, 3, gain=0.5)
+            sc = x if stride == 1 and c == cout else g.conv(x, c, cout, 1, stride=stride)
+            x, c = g.relu(g.node("Add", [y, sc])), cout
+    out = _classifier_head(g, x, c, classes)
+    return g.model("resnet18", out, [1, classes], in_shape=(1, 3, resolution, resolution))
+
+
+def mobilenet_v1(seed: int = 0, resolution: int = 224, alpha: float = 1.0,
+                 classes: int = 1000) -> onnx.ModelProto:
+    """MobileNet-V1 (Howard et al.): Conv3x3 s2 32, 13 depthwise-separable blocks (channels
+    times ``alpha``), each conv followed by Relu6, GlobalAveragePool, Gemm. Real-size
+    benchmark network."""
+    g = _GraphBuilder(seed)
+    scaled = [max(8, int(c * alpha)) for c in (32, 64, 128, 256, 512, 1024)]
+    c = scaled[0]
+    x = g.relu6(g.conv(INPUT_NAME, 3, c, 3, stride=2, gain=1.5))
+    plan = [(1, 1), (2, 2), (2, 1), (3, 2), (3, 1), (4, 2)] + [(4, 1)] * 5 + [(5, 2), (5, 1)]
+    for index, stride in plan:
+        cout = scaled[index]
+        x = g.relu6(g.conv(x, c, c, 3, stride=stride, group=c, gain=1.5))
+        x, c = g.relu6(g.conv(x, c, cout, 1, gain=1.5)), cout
+    out = _classifier_head(g, x, c, classes)
+    return g.model("mobilenet_v1", out, [1, classes], in_shape=(1, 3, resolution, resolution))
+
+
+def mobilenet_v2(seed: int = 0, resolution: int = 224, classes: int = 1000) -> onnx.ModelProto:
+    """MobileNet-V2 (Sandler et al.): Conv3x3 s2 32, 17 inverted residual blocks (expansion
+    1x1 + Relu6, depthwise 3x3 + Relu6, linear 1x1 projection, Add where the shape allows),
+    Conv1x1 1280 + Relu6, GlobalAveragePool, Gemm. Real-size benchmark network."""
+    g = _GraphBuilder(seed)
+    x = g.relu6(g.conv(INPUT_NAME, 3, 32, 3, stride=2))
+    c = 32
+    for t, cout, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
+                          (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1)]:
+        for block in range(n):
+            stride = s if block == 0 else 1
+            y = x if t == 1 else g.relu6(g.conv(x, c, c * t, 1))
+            y = g.relu6(g.conv(y, c * t, c * t, 3, stride=stride, group=c * t))
+            y = g.conv(y, c * t, cout, 1, gain=0.5)
+            x = g.node("Add", [y, x]) if stride == 1 and c == cout else y
+            c = cout
+    x = g.relu6(g.conv(x, c, 1280, 1))
+    out = _classifier_head(g, x, 1280, classes)
+    return g.model("mobilenet_v2", out, [1, classes], in_shape=(1, 3, resolution, resolution))
+
+
 # Builders by the short names tests and examples use.
 ARCHITECTURES = {
     "resnet": resnet_like,

@@ -34,6 +34,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, topi
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from . import _dot
 from ._dtypes import check_sixteen_bit
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, register
@@ -128,7 +129,14 @@ def _legalize(bb: Any, call: Any) -> Any:
                                   a["act_max"], a["rounding"], a["out_dtype"], accumulator)
         return te_requant_accumulator(acc, mult[oo], a["out_zp"], a["act_min"], a["act_max"])
 
+    packed = _packed_weights(a, call, accumulator, wzp)
+    if packed is not None:
+        isa, weights, corrected = packed
+        bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
+
     def compute(x, w, bias, mult, wzp):
+        if packed is not None:
+            return packed_compute(x, w, bias, mult)
         n, c, h, wd = (int(d) for d in x.shape)
         _, cg, kh, kw = (int(d) for d in w.shape)
         (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
@@ -154,7 +162,37 @@ def _legalize(bb: Any, call: Any) -> Any:
         return te.compute(acc.shape, lambda nn, oo, i, j: requant(
             acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
 
+    def packed_compute(x, wp, bias, mult):
+        n, _, h, wd = (int(d) for d in x.shape)
+        _, _, kh, kw = _tvm.shape_of(call.args[1])
+        oh, ow = out_hw(h, wd, kh, kw, a)
+        isa = packed[0]
+        acc = _dot.te_packed_conv(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
+                                  a["padding"], (oh, ow),
+                                  _dot.conv_tile(isa, int(wp.shape[0]), ow))
+        lanes = isa.lanes
+
+        def value(nn, oo, i, j):
+            return acc[nn, oo // lanes, i, j, oo % lanes] + bias[oo]
+
+        if a["out_dtype"] == "int32":
+            return te.compute((n, o, oh, ow), value, name="conv2d_acc")
+        return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
+            value(nn, oo, i, j), mult, oo), name="requant")
+
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
+
+
+def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
+    """``(isa, PackedWeights, bias)`` where the conv runs on the target's dot-product
+    instructions (``ops._dot``): an int8 conv of one group with constant weights and bias and
+    an int32 accumulator; else None (the plain loop nest)."""
+    x, w, bias = call.args[:3]
+    if (a["groups"] != 1 or accumulator != "int32" or _tvm.dtype_of(x) != "int8"
+            or not _tvm.is_const(w) or not _tvm.is_const(bias)):
+        return None
+    return _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"],
+                                   _tvm.current_target_features(), _tvm.const_value(bias))
 
 
 CONV2D = register(CanonicalOp(

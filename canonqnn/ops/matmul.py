@@ -48,6 +48,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from . import _dot
 from ._dtypes import check_sixteen_bit
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -253,8 +254,26 @@ def _legalize(bb: Any, call: Any) -> Any:
                                   out_dtype, accumulator)
         return te_requant_accumulator(v, mult[col], zp, lo, hi)
 
+    packed = _packed_weights(a, call, accumulator, bzp)
+    if packed is not None:
+        isa, weights, corrected = packed
+        bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
+
     def compute(x, w, bias, mult, wzp):
-        acc = accumulate(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape, accumulator)
+        if packed is not None:
+            lanes = packed[0].lanes
+            packed_acc = _dot.te_packed_matmul(x, w, packed[0], a["a_zp"], _dot.conv_tile(
+                packed[0], int(w.shape[0]), a_shape[-2]))
+            batch = a_shape[:-2]
+
+            def acc(*idx):
+                flat = 0
+                for i, dim in zip(idx[:-2], batch):
+                    flat = flat * dim + i
+                return packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
+        else:
+            acc = accumulate(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape,
+                             accumulator)
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
         return te.compute(shape, lambda *idx: requant(acc(*idx) + bias[idx[-1]], mult, idx[-1]),
@@ -262,6 +281,20 @@ def _legalize(bb: Any, call: Any) -> Any:
 
     return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
                       primfunc_name_hint="canonqnn_matmul")
+
+
+def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, bzp: np.ndarray):
+    """``(isa, PackedWeights, bias)`` where the matmul runs on the target's dot-product
+    instructions (``ops._dot``): int8 ``a`` times a constant 2-D ``b``, exact accumulation in
+    int32, constant bias; else None (the plain loop nest)."""
+    a_q, b_q, bias = call.args[:3]
+    if (a.get("accumulate") != "exact" or accumulator != "int32"
+            or _tvm.dtype_of(a_q) != "int8" or not _tvm.is_const(b_q)
+            or len(_tvm.shape_of(b_q)) != 2 or not _tvm.is_const(bias)):
+        return None
+    as_conv = _tvm.const_value(b_q).T[:, :, None, None]  # [N, K, 1, 1]
+    return _dot.packed_weights_for(as_conv, bzp, a["a_zp"], _tvm.current_target_features(),
+                                   _tvm.const_value(bias))
 
 
 MATMUL = register(CanonicalOp(
