@@ -205,7 +205,9 @@ def kernel_macs(kernel: str, shapes: list[tuple[int, ...]]) -> int | None:
     the activation, the last the output; the second the weights, plain or packed)."""
     out, x, w = shapes[-1], shapes[0], shapes[1]
     if "conv2d" in kernel and "transpose" not in kernel and len(x) == 4:
-        taps = w[1] * w[2] * x[1] if len(w) == 6 else w[1] * w[2] * w[3]  # packed / OIHW
+        taps = {6: lambda: w[1] * w[2] * x[1],  # packed [O/L, KH, KW, C/P, L, P]
+                4: lambda: w[1] * w[2] * w[3],  # OIHW
+                3: lambda: w[1] * w[2]}[len(w)]()  # depthwise [C, KH, KW]
         return int(np.prod(out)) * taps
     if "matmul" in kernel and len(x) >= 2:
         return int(np.prod(out)) * x[-1]
@@ -234,8 +236,7 @@ def kernel_times(name: str, model, runs: int) -> None:
         shapes = [tuple(int(d) for d in p.shape) for p in func.params]
         args = [tvm.runtime.tensor(rng.integers(-5, 5, size=shape).astype(str(p.dtype)))
                 for p, shape in zip(func.params, shapes)]
-        lib = tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
-                          target=target).jit()
+        lib = _tvm.compile_kernel(func, target)
         seconds = lib.time_evaluator("main", tvm.cpu(), number=runs, repeat=5)(*args).median
         rows.append((seconds * 1e6, gv.name_hint, shapes, kernel_macs(gv.name_hint, shapes)))
     total = sum(r[0] for r in rows)

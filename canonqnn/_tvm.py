@@ -413,6 +413,12 @@ def compile_fused(mod: Any, target: Any) -> Any:
     return tvm.compile(mod, target=target, relax_pipeline=lower)
 
 
+def compile_kernel(func: Any, target: Any) -> Any:
+    """One PrimFunc compiled alone as the build compiles it (for timing kernels)."""
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                       target=target).jit()
+
+
 def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any],
                  cores: int) -> Any:
     """``mod`` with every block at the root of each unscheduled PrimFunc scheduled by
@@ -434,7 +440,7 @@ def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any
         if packed:  # tensorized, its consumers moved into its tiles: the rest as planned
             done = [sch.get(b).name_hint for b in packed]
             for block in packed:
-                done += _tvm_dot.schedule_packed(sch, block, cores)
+                done += _tvm_dot.schedule(sch, block, cores)
             blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
                       if not sch.get(b).name_hint.startswith(tuple(done))]
         for block in blocks:

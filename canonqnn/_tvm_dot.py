@@ -14,7 +14,7 @@ from typing import Any
 
 import tvm
 
-from .ops._dot import ANNOTATION, ISAS, DotISA
+from .ops._dot import ANNOTATION, DEPTHWISE, ISAS, DotISA
 
 _registered: set[str] = set()
 
@@ -84,16 +84,42 @@ def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
 
 
 def is_packed(sch: Any, block: Any) -> bool:
-    return ANNOTATION in sch.get(block).annotations
+    """Whether the block is a reduction ``schedule_packed`` (or ``schedule_depthwise``) owns."""
+    annotations = sch.get(block).annotations
+    return ANNOTATION in annotations or DEPTHWISE in annotations
 
 
-def schedule_packed(sch: Any, block: Any, cores: int) -> list[Any]:
-    """Schedule a packed reduction block (``te_packed_conv``): a tile of ``width`` output
-    pixels x ``blocks`` channel blocks held in registers while the whole reduction runs, its
-    innermost ``lanes x pair`` one instruction, rows x channel blocks in parallel, and the
-    consumers (requantize, table, ...) computed per row x channel block while it is in cache,
-    along the row (the NCHW output is contiguous there, so they vectorize). Returns the names of the
-    blocks moved into the tile."""
+def schedule(sch: Any, block: Any, cores: int) -> list[str]:
+    """Schedule a block ``is_packed`` names; returns the names of the blocks moved into it."""
+    if DEPTHWISE in sch.get(block).annotations:
+        return schedule_depthwise(sch, block, cores)
+    return schedule_packed(sch, block, cores)
+
+
+def _move_consumers(sch: Any, block: Any, loop: Any) -> list[str]:
+    """The consumers of ``block`` (and theirs, transitively) computed under ``loop``; a
+    consumer that cannot move stays at the root, computed after the whole producer."""
+    moved, frontier = [], [block]
+    while frontier:
+        consumers = [c for c in sch.get_consumers(frontier.pop())
+                     if sch.get(c).name_hint not in moved]
+        for consumer in consumers:
+            try:
+                sch.reverse_compute_at(consumer, loop)
+            except tvm.s_tir.schedule.ScheduleError:
+                continue
+            moved.append(sch.get(consumer).name_hint)
+            frontier.append(consumer)
+    return moved
+
+
+def schedule_packed(sch: Any, block: Any, cores: int) -> list[str]:
+    """Schedule a packed reduction block (``te_packed_conv``, ``te_packed_matmul``): a tile of
+    ``width`` output pixels x ``blocks`` channel blocks held in registers while the whole
+    reduction runs, its innermost ``lanes x pair`` one instruction, rows x channel blocks in
+    parallel, and the consumers (requantize, table, ...) computed per row x channel block
+    while it is in cache, along the row (the NCHW output is contiguous there, so they
+    vectorize). Returns the names of the blocks moved into the tile."""
     register_intrinsics()
     plan = dict(sch.get(block).annotations[ANNOTATION])
     intrinsic, width, blocks = str(plan["intrinsic"]), int(plan["width"]), int(plan["blocks"])
@@ -104,20 +130,45 @@ def schedule_packed(sch: Any, block: Any, cores: int) -> list[Any]:
     row = sch.fuse(n, oo_out, i)
     if cores > 1:
         sch.parallel(row)
-    moved, frontier = [], [block]
-    while frontier:
-        consumers = [c for c in sch.get_consumers(frontier.pop())
-                     if sch.get(c).name_hint not in moved]
-        for consumer in consumers:
-            try:
-                sch.reverse_compute_at(consumer, row)
-            except tvm.s_tir.schedule.ScheduleError:
-                continue  # stays at the root, computed after the whole accumulator
-            moved.append(sch.get(consumer).name_hint)
-            frontier.append(consumer)
+    moved = _move_consumers(sch, block, row)
     init = sch.decompose_reduction(block, ry)
     sch.tensorize(ol, intrinsic)
     sch.unroll(j_in)
     sch.unroll(oo_in)
     sch.vectorize(sch.get_loops(init)[-1])
+    return moved
+
+
+def _partition_borders(sch: Any, loop: Any, borders: Any) -> None:
+    """Split the pack's column loop into left padding, interior and right padding: in the
+    interior the padding test folds away and the copy vectorizes."""
+    left, right = (int(b) for b in borders)
+    extent = int(sch.get(loop).extent)
+    factors = [f for f in (left, extent - left - right, right) if f]
+    if len(factors) > 1:
+        sch.loop_partition(loop, factors[:-1])  # the last part is what remains
+
+
+def schedule_depthwise(sch: Any, block: Any, cores: int) -> list[str]:
+    """Schedule a depthwise accumulator (``te_depthwise_conv``): channels in parallel, each
+    channel's padded int16 input made just before it is read, rows vectorized ``vector``
+    outputs at a time with every tap unrolled (the accumulators stay in registers), the
+    consumers computed per row."""
+    plan = dict(sch.get(block).annotations[DEPTHWISE])
+    vector = int(plan["vector"])
+    n, c, i, j, ry, rx = sch.get_loops(block)
+    j_out, j_in = sch.split(j, [None, vector])
+    sch.reorder(n, c, i, j_out, ry, rx, j_in)
+    plane = sch.fuse(n, c)
+    if cores > 1:
+        sch.parallel(plane)
+    moved = _move_consumers(sch, block, i)
+    (pack,) = sch.get_producers(block)
+    sch.compute_at(pack, plane)
+    moved.append(sch.get(pack).name_hint)
+    _partition_borders(sch, sch.get_loops(pack)[-1], plan["borders"])
+    sch.unroll(ry)
+    sch.unroll(rx)
+    sch.vectorize(j_in)  # before the reduction is decomposed (after, TVM refuses it)
+    sch.decompose_reduction(block, ry)
     return moved

@@ -193,6 +193,45 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, has_feature, bias: n
     return isa, weights, biased.astype(np.int32)
 
 
+DEPTHWISE = "canonqnn.depthwise"  # block annotation: the vector width along the row
+
+
+def te_depthwise_conv(x: Any, w: Any, x_zp: int, strides, dilation, padding,
+                      out_hw: tuple[int, int], vector: int) -> Any:
+    """The accumulator of a depthwise conv (one output channel per input channel) of an int8
+    NCHW ``x`` and int16 weights ``w`` [C, KH, KW] (``w - w_zp``, a build-time constant): the
+    input widened to int16 with its zero point subtracted and padded with 0 (a real zero), the
+    taps summed in int32 along a row. Its block carries the row's vector width."""
+    n, c, h, wd = (int(d) for d in x.shape)
+    _, kh, kw = (int(d) for d in w.shape)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
+    oh, ow = out_hw
+
+    def pad(nn, cc, y, xx):
+        inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
+        real = (x[nn, cc, y - pt, xx - pl].astype("int16")
+                - tirx.const(x_zp, "int16")).astype("int16")
+        return tirx.if_then_else(inside, real, tirx.const(0, "int16"))
+
+    xp = te.compute((n, c, h + pt + pb, wd + pl + pr), pad, name="x_pack")
+    ry = te.reduce_axis((0, kh), "ry")
+    rx = te.reduce_axis((0, kw), "rx")
+    return te.compute(
+        (n, c, oh, ow),
+        lambda nn, cc, i, j: te.sum(
+            xp[nn, cc, i * sh + ry * dh, j * sw + rx * dw].astype("int32")
+            * w[cc, ry, rx].astype("int32"), axis=[ry, rx]),
+        name="acc_depthwise", attrs={DEPTHWISE: {"vector": vector, "borders": [pl, pr]}})
+
+
+def row_vector(out_width: int, lanes: int) -> int:
+    """The vector width along an output row: a divisor of the row (a split that leaves a
+    remainder cannot be vectorized), up to two registers of ``lanes`` int32, whole registers
+    where the row allows."""
+    divisors = [d for d in range(1, min(out_width, 2 * lanes) + 1) if out_width % d == 0]
+    return max(divisors, key=lambda d: (d % lanes == 0, d))
+
+
 def conv_tile(isa: DotISA, out_channel_blocks: int, out_width: int) -> dict[str, int]:
     """Output pixels along a row (``width``, a divisor of the row) and channel blocks
     (``blocks``, a divisor of O/L) that one tile keeps in registers: at most about

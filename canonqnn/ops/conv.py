@@ -133,10 +133,15 @@ def _legalize(bb: Any, call: Any) -> Any:
     if packed is not None:
         isa, weights, corrected = packed
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
+    depthwise = packed is None and _depthwise_form(a, call, accumulator)
+    if depthwise:
+        w = _tvm.const(_depthwise_weights(_tvm.const_value(w), wzp), "int16")
 
     def compute(x, w, bias, mult, wzp):
         if packed is not None:
             return packed_compute(x, w, bias, mult)
+        if depthwise:
+            return depthwise_compute(x, w, bias, mult)
         n, c, h, wd = (int(d) for d in x.shape)
         _, cg, kh, kw = (int(d) for d in w.shape)
         (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
@@ -180,7 +185,37 @@ def _legalize(bb: Any, call: Any) -> Any:
         return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
             value(nn, oo, i, j), mult, oo), name="requant")
 
+    def depthwise_compute(x, w16, bias, mult):
+        n, _, h, wd = (int(d) for d in x.shape)
+        _, kh, kw = (int(d) for d in w16.shape)
+        oh, ow = out_hw(h, wd, kh, kw, a)
+        acc = _dot.te_depthwise_conv(x, w16, a["x_zp"], a["strides"], a["dilation"],
+                                     a["padding"], (oh, ow), _dot.row_vector(ow, 8))
+        if a["out_dtype"] == "int32":
+            return te.compute(acc.shape, lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
+                              name="conv2d_acc")
+        return te.compute(acc.shape, lambda nn, oo, i, j: requant(
+            acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
+
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
+
+
+def _depthwise_form(a: dict[str, Any], call: Any, accumulator: str) -> bool:
+    """Whether the conv takes the depthwise form (``ops._dot.te_depthwise_conv``): one output
+    channel per input channel, int8, constant weights, an int32 accumulator, on a target with
+    a dot-product ISA (the form is vectorized, not tensorized, but only tested there)."""
+    x, w = call.args[:2]
+    channels = _tvm.shape_of(x)[1]
+    has_feature = _tvm.current_target_features()
+    return (a["groups"] == channels == _tvm.shape_of(w)[0] > 1 and accumulator == "int32"
+            and _tvm.dtype_of(x) == "int8" and _tvm.is_const(w) and has_feature is not None
+            and _dot.isa_for(has_feature) is not None)
+
+
+def _depthwise_weights(w: np.ndarray, wzp: np.ndarray) -> np.ndarray:
+    """``w - w_zp`` [C, KH, KW] as int16 (exact: int8 minus int8)."""
+    zp = np.broadcast_to(np.asarray(wzp, np.int64).reshape(-1), (w.shape[0],))
+    return (w[:, 0].astype(np.int64) - zp[:, None, None]).astype(np.int16)
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
