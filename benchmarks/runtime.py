@@ -19,10 +19,10 @@ module carries. Every TVM build targets this CPU (``mcpu`` from LLVM). Latency i
 (``vm["main"]`` / ``session.run``) with inputs already in place.
 
 ``--kernels`` instead times each kernel of the canonical build alone, with its MAC rate for
-convs and matmuls and that rate as a fraction of the host's peak int8 rate: the CPU's clock
-(``cpu MHz`` of /proc/cpuinfo) x 2 instructions a cycle x the MACs of one instruction of the
-dot-product ISA the build uses (``canonqnn.ops._dot``; two vector multiply pipes, as on
-Zen 3 and Zen 5).
+convs and matmuls and that rate as a fraction of the host's peak int8 rate on all the build's
+threads. The peak is measured, not taken from a datasheet: one thread runs the dot-product
+instruction the build uses (``canonqnn.ops._dot``) in a loop of independent chains with the
+weights loaded from L1 (``measured_peak_gmacs``), times the threads.
 
     python benchmarks/runtime.py                       # all four, untuned
     python benchmarks/runtime.py --tune 64             # adds the tuned canonical build
@@ -185,32 +185,68 @@ def default_ort_session(quantized, threads: int):
                                 providers=["CPUExecutionProvider"])
 
 
-def host_peak_gmacs() -> tuple[float, str]:
-    """The host's peak int8 rate per thread (GMAC/s) on the dot-product ISA a build for it
-    uses, and how it was computed (see the module doc)."""
+def measured_peak_gmacs(isa, iterations: int = 2_000_000, accumulators: int = 12) -> float:
+    """The int8 MAC rate one thread reaches on ``isa``'s instruction alone (GMAC/s): a loop of
+    ``accumulators`` independent chains, each instruction's result feeding its chain's next
+    one, with the weights loaded from L1 as the kernels load them."""
+    import tvm
+    from tvm.script import tirx as T
+
+    lanes, pair, name = isa.lanes, isa.pair, isa.llvm_intrinsic
+    act = f"int16x{2 * lanes}" if pair == 2 else f"uint8x{4 * lanes}"
+    wgt = f"int16x{2 * lanes}" if pair == 2 else f"int8x{4 * lanes}"
+    acc_t, width, n = f"int32x{lanes}", lanes * pair, accumulators
+
+    @T.prim_func(s_tir=True)
+    def main(B: T.Buffer((n * width,), isa.weight_dtype), C: T.Buffer((n * lanes,), "int32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        acc = T.alloc_buffer((n,), acc_t, scope="local")
+        for r in T.unroll(n):
+            acc[r] = T.broadcast(T.int32(r), lanes)
+        for _ in range(iterations):
+            for r in T.unroll(n):
+                if pair == 2:
+                    acc[r] = acc[r] + T.call_llvm_pure_intrin(
+                        T.llvm_lookup_intrinsic_id(name), T.reinterpret(acc[r], dtype=act),
+                        B.vload([r * width], wgt), dtype=acc_t)
+                else:
+                    acc[r] = T.call_llvm_pure_intrin(
+                        T.llvm_lookup_intrinsic_id(name), acc[r],
+                        T.reinterpret(acc[(r + 1) % n], dtype=act), B.vload([r * width], wgt),
+                        dtype=acc_t)
+        for r in T.unroll(n):
+            C[T.ramp(r * lanes, 1, lanes)] = acc[r]
+
+    lib = _tvm.compile_kernel(main, _tvm.host_target())
+    args = [tvm.runtime.tensor(np.ones([int(d) for d in p.shape], str(p.dtype)))
+            for p in main.params]
+    seconds = lib.time_evaluator("main", tvm.cpu(), number=3, repeat=3)(*args).median
+    return iterations * n * lanes * pair / seconds / 1e9
+
+
+def host_peak() -> tuple[float, str]:
+    """The host's measured peak int8 rate per thread (GMAC/s) on the dot-product ISA a build
+    for it uses, and what it was measured on."""
     from canonqnn.ops import _dot
 
     isa = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
-    with open("/proc/cpuinfo") as f:
-        mhz = next(float(line.split(":")[1]) for line in f if line.startswith("cpu MHz"))
     if isa is None:
         return 0.0, "no int8 dot-product ISA"
-    macs = 2 * isa.lanes * isa.pair
-    return mhz / 1e3 * macs, (f"{isa.name}: {mhz / 1e3:.2f} GHz x 2 instructions/cycle x "
-                              f"{isa.lanes * isa.pair} MACs")
+    return measured_peak_gmacs(isa), f"measured on {isa.name} {isa.llvm_intrinsic}"
 
 
-def kernel_macs(kernel: str, shapes: list[tuple[int, ...]]) -> int | None:
-    """Multiply-accumulates of a conv or matmul kernel from its argument shapes (the first is
-    the activation, the last the output; the second the weights, plain or packed)."""
-    out, x, w = shapes[-1], shapes[0], shapes[1]
-    if "conv2d" in kernel and "transpose" not in kernel and len(x) == 4:
-        taps = {6: lambda: w[1] * w[2] * x[1],  # packed [O/L, KH, KW, C/P, L, P]
-                4: lambda: w[1] * w[2] * w[3],  # OIHW
-                3: lambda: w[1] * w[2]}[len(w)]()  # depthwise [C, KH, KW]
-        return int(np.prod(out)) * taps
-    if "matmul" in kernel and len(x) >= 2:
-        return int(np.prod(out)) * x[-1]
+def kernel_macs(name: str, func) -> int | None:
+    """Multiply-accumulates of a conv or matmul kernel (unscheduled): what its packed
+    reduction block records (``macs``), else from a plain conv's or matmul's argument
+    shapes."""
+    found = [plan["macs"] for annotations in _tvm.root_block_annotations(func)
+             for plan in annotations.values() if isinstance(plan, dict) and "macs" in plan]
+    if found:
+        return int(sum(found))
+    shapes = [tuple(int(d) for d in p.shape) for p in func.params]
+    out, x, w = shapes[-1], shapes[0], shapes[1] if len(shapes) > 1 else ()
+    if "conv2d" in name and "transpose" not in name and len(w) == len(out) == 4:  # OIHW
+        return int(np.prod(out)) * w[1] * w[2] * w[3]
     return None
 
 
@@ -226,8 +262,9 @@ def kernel_times(name: str, model, runs: int) -> None:
     mod, _ = canonqnn.canonicalize(canonqnn.load(quantized))
     target = _tvm.host_target()
     cores = _tvm.cpu_cores(target)
-    fused = _tvm.schedule_cpu(canonqnn.builder.fuse(mod, target), schedule.plan_block, cores)
-    peak, how = host_peak_gmacs()
+    unscheduled = canonqnn.builder.fuse(mod, target)
+    fused = _tvm.schedule_cpu(unscheduled, schedule.plan_block, cores, target)
+    peak, how = host_peak()
     rng = np.random.default_rng(0)
     rows = []
     for gv, func in fused.functions_items():
@@ -238,11 +275,12 @@ def kernel_times(name: str, model, runs: int) -> None:
                 for p, shape in zip(func.params, shapes)]
         lib = _tvm.compile_kernel(func, target)
         seconds = lib.time_evaluator("main", tvm.cpu(), number=runs, repeat=5)(*args).median
-        rows.append((seconds * 1e6, gv.name_hint, shapes, kernel_macs(gv.name_hint, shapes)))
+        macs = kernel_macs(gv.name_hint, unscheduled[gv.name_hint])
+        rows.append((seconds * 1e6, gv.name_hint, shapes, macs))
     total = sum(r[0] for r in rows)
     print(f"\n{name}: kernels of the untuned canonical build, each timed alone "
-          f"({cores} threads), {total / 1e3:.2f} ms in total; peak {peak:.0f} GMAC/s a "
-          f"thread ({how})")
+          f"({cores} threads), {total / 1e3:.2f} ms in total; peak {peak:.1f} GMAC/s a "
+          f"thread ({how}), {peak * cores:.1f} on {cores}")
     lines = [["kernel", "us", "share", "input -> output", "GMAC/s", "of peak"]]
     for us, kernel, shapes, macs in sorted(rows, reverse=True):
         rate = macs / us / 1e3 if macs else None

@@ -111,6 +111,8 @@ def _to_python(value: Any) -> Any:
         return int(value.value)
     if isinstance(value, (tirx.FloatImm,)):
         return float(value.value)
+    if hasattr(value, "items") and hasattr(value, "keys"):  # a Map (annotations)
+        return {str(k): _to_python(v) for k, v in value.items()}
     if hasattr(value, "__len__") and not isinstance(value, (str, bytes)):
         return [_to_python(v) for v in value]
     return str(value)
@@ -420,9 +422,12 @@ def compile_kernel(func: Any, target: Any) -> Any:
 
 
 def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any],
-                 cores: int) -> Any:
+                 cores: int, target: Any = None) -> Any:
     """``mod`` with every block at the root of each unscheduled PrimFunc scheduled by
-    ``plan_block(kinds, extents, cores)`` (a ``canonqnn.schedule.BlockPlan``).
+    ``plan_block(kinds, extents, cores)`` (a ``canonqnn.schedule.BlockPlan``), except the
+    packed int8 reductions (``ops._dot``) and the blocks scheduled with them, which
+    ``_tvm_dot`` schedules (tensorized where ``target``, default the host, has the
+    instruction).
 
     Blocks whose loops do not fit the plan's model (symbolic extents, non-loop bindings) stay as
     they are; so does a block where a primitive refuses the plan.
@@ -431,6 +436,7 @@ def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any
 
     from . import _tvm_dot
 
+    has_feature = target_features(as_target(target))
     out = copy_module(mod)
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, tirx.PrimFunc) or function_attr(func, "tirx.is_scheduled"):
@@ -440,7 +446,7 @@ def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any
         if packed:  # tensorized, its consumers moved into its tiles: the rest as planned
             done = [sch.get(b).name_hint for b in packed]
             for block in packed:
-                done += _tvm_dot.schedule(sch, block, cores)
+                done += _tvm_dot.schedule(sch, block, cores, has_feature)
             blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root"))
                       if not sch.get(b).name_hint.startswith(tuple(done))]
         for block in blocks:
@@ -495,6 +501,13 @@ def _root_blocks(func: Any) -> tuple[Any, list[Any]]:
     except ScheduleError:  # written as loops (an extern kernel such as te_tile): nothing to plan
         return sch, []
     return sch, sch.get_child_blocks(root)
+
+
+def root_block_annotations(func: Any) -> list[dict[str, Any]]:
+    """The annotations of the blocks at the root of an unscheduled PrimFunc, as Python
+    values (``canonqnn.ops._dot`` records its plans there)."""
+    sch, blocks = _root_blocks(func)
+    return [{str(k): _to_python(v) for k, v in sch.get(b).annotations.items()} for b in blocks]
 
 
 def _region_dtype(region: Any) -> str:

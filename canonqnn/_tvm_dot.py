@@ -10,23 +10,29 @@ byte vectors.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import tvm
 
-from .ops._dot import ANNOTATION, DEPTHWISE, ISAS, DotISA
+from .ops._dot import ANNOTATION, DEPTHWISE, ISAS, ROWS, DotISA, intrinsic_features
 
 _registered: set[str] = set()
 
 
 def register_intrinsics() -> None:
-    """Register every ``DotISA``'s tensor intrinsic with TVM (once)."""
+    """Register every ``DotISA``'s tensor intrinsics with TVM (once)."""
     from tvm.s_tir import TensorIntrin
+
+    from .ops._dot import row_intrinsic
 
     for isa in ISAS:
         if isa.intrinsic not in _registered:
             TensorIntrin.register(isa.intrinsic, *_intrinsic(isa), override=True)
             _registered.add(isa.intrinsic)
+        if row_intrinsic(isa) not in _registered:
+            TensorIntrin.register(row_intrinsic(isa), *_row_intrinsic(isa), override=True)
+            _registered.add(row_intrinsic(isa))
 
 
 def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
@@ -83,17 +89,80 @@ def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
     return desc, impl
 
 
+def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
+    """``C[i] += A[i, k] * B[k]`` (``lanes`` x ``pair``): ``isa``'s instruction on the
+    activations as they lie (``lanes`` outputs along a row) and the weights broadcast."""
+    from tvm.script import tirx as T
+
+    lanes, pair, adt, wdt, name = (isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype,
+                                   isa.llvm_intrinsic)
+
+    @T.prim_func(s_tir=True)
+    def desc(A: T.Buffer((lanes, pair), adt, offset_factor=1),
+             B: T.Buffer((pair,), wdt, offset_factor=1),
+             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
+            T.writes(C[0:lanes])
+            for i in T.serial(0, lanes):
+                for k in T.serial(0, pair):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vi, vk], "int32") * T.cast(B[vk], "int32")
+
+    if pair == 2:
+        @T.prim_func(s_tir=True)
+        def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
+                 B: T.Buffer((pair,), wdt, offset_factor=1),
+                 C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+            with T.sblock("root"):
+                T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
+                T.writes(C[0:lanes])
+                b = T.reinterpret(T.broadcast(T.reinterpret(B.vload([0], "int16x2"),
+                                                            dtype="int32"), lanes),
+                                  dtype=f"int16x{2 * lanes}")
+                C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], dtype=f"int32x{lanes}") + \
+                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(name),
+                                            A.vload([0, 0], dtype=f"int16x{2 * lanes}"), b,
+                                            dtype=f"int32x{lanes}")
+    else:
+        @T.prim_func(s_tir=True)
+        def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
+                 B: T.Buffer((pair,), wdt, offset_factor=1),
+                 C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+            with T.sblock("root"):
+                T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
+                T.writes(C[0:lanes])
+                b = T.reinterpret(T.broadcast(T.reinterpret(B.vload([0], "int8x4"),
+                                                            dtype="int32"), lanes),
+                                  dtype=f"int8x{4 * lanes}")
+                C[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
+                    T.llvm_lookup_intrinsic_id(name), C.vload([0], dtype=f"int32x{lanes}"),
+                    A.vload([0, 0], dtype=f"uint8x{4 * lanes}"), b, dtype=f"int32x{lanes}")
+
+    return desc, impl
+
+
 def is_packed(sch: Any, block: Any) -> bool:
     """Whether the block is a reduction ``schedule_packed`` (or ``schedule_depthwise``) owns."""
     annotations = sch.get(block).annotations
-    return ANNOTATION in annotations or DEPTHWISE in annotations
+    return any(key in annotations for key in (ANNOTATION, DEPTHWISE, ROWS))
 
 
-def schedule(sch: Any, block: Any, cores: int) -> list[str]:
-    """Schedule a block ``is_packed`` names; returns the names of the blocks moved into it."""
-    if DEPTHWISE in sch.get(block).annotations:
-        return schedule_depthwise(sch, block, cores)
-    return schedule_packed(sch, block, cores)
+def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool]) -> list[str]:
+    """Schedule a block ``is_packed`` names for a target with ``has_feature``; returns the
+    names of the blocks moved into it. Where the target lacks the block's instruction
+    (``ops._dot.emulating``) its innermost loops are left to LLVM, untensorized."""
+    annotations = sch.get(block).annotations
+    plan = next(dict(annotations[k]) for k in (DEPTHWISE, ROWS, ANNOTATION) if k in annotations)
+    intrinsic = str(plan["intrinsic"])
+    if not all(has_feature(f) for f in intrinsic_features(intrinsic)):
+        intrinsic = None
+    if DEPTHWISE in annotations:
+        return schedule_depthwise(sch, block, cores, intrinsic)
+    if ROWS in annotations:
+        return schedule_rows(sch, block, cores, intrinsic)
+    return schedule_packed(sch, block, cores, intrinsic)
 
 
 def _move_consumers(sch: Any, block: Any, loop: Any) -> list[str]:
@@ -106,14 +175,16 @@ def _move_consumers(sch: Any, block: Any, loop: Any) -> list[str]:
         for consumer in consumers:
             try:
                 sch.reverse_compute_at(consumer, loop)
-            except tvm.s_tir.schedule.ScheduleError:
+            except (tvm.s_tir.schedule.ScheduleError, ValueError):
+                # refused (ValueError: TVM's region analysis cannot invert the flattened batch
+                # index of a batched matmul's reads) before anything was changed
                 continue
             moved.append(sch.get(consumer).name_hint)
             frontier.append(consumer)
     return moved
 
 
-def schedule_packed(sch: Any, block: Any, cores: int) -> list[str]:
+def schedule_packed(sch: Any, block: Any, cores: int, intrinsic: str | None) -> list[str]:
     """Schedule a packed reduction block (``te_packed_conv``, ``te_packed_matmul``): a tile of
     ``width`` output pixels x ``blocks`` channel blocks held in registers while the whole
     reduction runs, its innermost ``lanes x pair`` one instruction, rows x channel blocks in
@@ -122,7 +193,7 @@ def schedule_packed(sch: Any, block: Any, cores: int) -> list[str]:
     vectorize). Returns the names of the blocks moved into the tile."""
     register_intrinsics()
     plan = dict(sch.get(block).annotations[ANNOTATION])
-    intrinsic, width, blocks = str(plan["intrinsic"]), int(plan["width"]), int(plan["blocks"])
+    width, blocks = int(plan["width"]), int(plan["blocks"])
     n, oo, i, j, ol, ry, rx, rc, rk = sch.get_loops(block)
     oo_out, oo_in = sch.split(oo, [None, blocks])
     j_out, j_in = sch.split(j, [None, width])
@@ -132,43 +203,98 @@ def schedule_packed(sch: Any, block: Any, cores: int) -> list[str]:
         sch.parallel(row)
     moved = _move_consumers(sch, block, row)
     init = sch.decompose_reduction(block, ry)
-    sch.tensorize(ol, intrinsic)
+    if intrinsic is not None:
+        sch.tensorize(ol, intrinsic)
     sch.unroll(j_in)
     sch.unroll(oo_in)
     sch.vectorize(sch.get_loops(init)[-1])
     return moved
 
 
-def _partition_borders(sch: Any, loop: Any, borders: Any) -> None:
-    """Split the pack's column loop into left padding, interior and right padding: in the
-    interior the padding test folds away and the copy vectorizes."""
-    left, right = (int(b) for b in borders)
-    extent = int(sch.get(loop).extent)
-    factors = [f for f in (left, extent - left - right, right) if f]
-    if len(factors) > 1:
-        sch.loop_partition(loop, factors[:-1])  # the last part is what remains
+def _partition(sch: Any, loop: Any, lengths: list[int]) -> None:
+    """Split ``loop`` into parts of ``lengths`` and the rest (empty parts left out): where
+    each part's range decides a padding test, TVM folds it and the part vectorizes."""
+    extent, bounds, start = int(sch.get(loop).extent), [], 0
+    for length in lengths:
+        start = min(start + length, extent)
+        bounds.append(start)
+    factors = [b - a for a, b in zip([0, *bounds], bounds) if b > a]
+    if sum(factors) < extent and factors:
+        sch.loop_partition(loop, factors)
 
 
-def schedule_depthwise(sch: Any, block: Any, cores: int) -> list[str]:
+def schedule_depthwise(sch: Any, block: Any, cores: int, intrinsic: str | None) -> list[str]:
     """Schedule a depthwise accumulator (``te_depthwise_conv``): channels in parallel, each
-    channel's padded int16 input made just before it is read, rows vectorized ``vector``
-    outputs at a time with every tap unrolled (the accumulators stay in registers), the
-    consumers computed per row."""
+    channel's packed input made just before it is read, rows in tiles of up to 4 vectors of
+    ``lanes`` outputs held in registers while every tap pair is one ``vpmaddwd``
+    (tensorized), the consumers computed per row. Returns the names of the blocks moved."""
+    register_intrinsics()
     plan = dict(sch.get(block).annotations[DEPTHWISE])
-    vector = int(plan["vector"])
-    n, c, i, j, ry, rx = sch.get_loops(block)
-    j_out, j_in = sch.split(j, [None, vector])
-    sch.reorder(n, c, i, j_out, ry, rx, j_in)
+    lanes = int(plan["lanes"])
+    n, c, i, j, ry, rx, rk = sch.get_loops(block)
+    vectors = int(sch.get(j).extent) // lanes
+    unroll = max(u for u in (1, 2, 3, 4) if vectors % u == 0)
+    j_out, j_tile, j_in = sch.split(j, [None, unroll, lanes])
+    sch.reorder(n, c, i, j_out, ry, rx, j_tile, j_in, rk)
     plane = sch.fuse(n, c)
     if cores > 1:
         sch.parallel(plane)
     moved = _move_consumers(sch, block, i)
     (pack,) = sch.get_producers(block)
+    (pad,) = sch.get_producers(pack)
     sch.compute_at(pack, plane)
-    moved.append(sch.get(pack).name_hint)
-    _partition_borders(sch, sch.get_loops(pack)[-1], plan["borders"])
-    sch.unroll(ry)
-    sch.unroll(rx)
-    sch.vectorize(j_in)  # before the reduction is decomposed (after, TVM refuses it)
+    sch.compute_at(pad, plane)
+    moved += [sch.get(pack).name_hint, sch.get(pad).name_hint]
+    left, width = (int(b) for b in plan["borders"])
+    _partition(sch, sch.get_loops(pad)[-1], [left, width])
     sch.decompose_reduction(block, ry)
+    if intrinsic is not None:
+        sch.tensorize(j_in, intrinsic)
+    sch.unroll(j_tile)
     return moved
+
+
+def _schedule_input_stages(sch: Any, block: Any, cores: int, borders: Any) -> list[str]:
+    """The pad and pack stages of a row-form input (``te_row_conv``), whole before the
+    reduction: channel planes in parallel, the pad's column loop split at the borders so its
+    interior vectorizes."""
+    (pack,) = sch.get_producers(block)
+    (pad,) = sch.get_producers(pack)
+    names = [sch.get(pack).name_hint, sch.get(pad).name_hint]
+    for stage in (pad, pack):
+        loops = sch.get_loops(stage)
+        if cores > 1:
+            sch.parallel(sch.fuse(loops[0], loops[1]))
+    left, width = (int(b) for b in borders)
+    _partition(sch, sch.get_loops(pad)[-1], [left, width])
+    return names
+
+
+def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> list[str]:
+    """Schedule a row-form accumulator (``te_row_conv``): a tile of ``blocks`` output channels
+    x ``vectors`` vectors of ``lanes`` outputs along a row held in registers while the whole
+    reduction runs, each channel group and tap one instruction (tensorized), rows x channel
+    blocks in parallel, the consumers computed per row x channel block. Returns the names of
+    the blocks scheduled with it."""
+    register_intrinsics()
+    plan = dict(sch.get(block).annotations[ROWS])
+    lanes = int(plan["lanes"])
+    blocks, vectors = int(plan["blocks"]), int(plan["vectors"])
+    names = _schedule_input_stages(sch, block, cores, plan["borders"])
+    n, o, i, j, ry, rx, rc, rk = sch.get_loops(block)
+    o_out, o_in = sch.split(o, [None, blocks])
+    j_out, j_vec, j_in = sch.split(j, [None, vectors, lanes])
+    # every channel block of a row in turn (the row's input stays in cache), or every row of
+    # a channel block (its weights do) where the weights are the larger
+    outer = (i, o_out) if int(plan["rows_outer"]) else (o_out, i)
+    sch.reorder(n, *outer, j_out, ry, rx, rc, o_in, j_vec, j_in, rk)
+    row = sch.fuse(n, *outer)
+    if cores > 1:
+        sch.parallel(row)
+    names += _move_consumers(sch, block, row)
+    sch.decompose_reduction(block, ry)
+    if intrinsic is not None:
+        sch.tensorize(j_in, intrinsic)
+    sch.unroll(j_vec)
+    sch.unroll(o_in)
+    return names

@@ -121,7 +121,7 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
             raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
         tuning = _tvm.tune_cpu(fused, tgt, tuning_dir, tune, _tunable)
         fused = _tvm.apply_tuning(fused, tgt, tuning_dir)
-    fused = _tvm.schedule_cpu(fused, schedule.plan_block, _tvm.cpu_cores(tgt))
+    fused = _tvm.schedule_cpu(fused, schedule.plan_block, _tvm.cpu_cores(tgt), tgt)
     for name, text in ((IO_FUNCTION, json.dumps(io.to_json())),
                        (KERNELS_FUNCTION, json.dumps(kernels.to_json())),
                        (TARGET_FUNCTION, str(tgt))):

@@ -27,6 +27,7 @@ where ``isa_for(target)`` names an ISA and the weights are constant.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -73,9 +74,37 @@ ISAS = (
 )
 
 
+_emulated: list[DotISA] = []  # set by ``emulating`` (tests)
+
+
 def isa_for(has_feature) -> DotISA | None:
     """The ISA to use given ``has_feature(name) -> bool`` of the target, or None."""
+    if _emulated:
+        return _emulated[-1]
     return next((isa for isa in ISAS if all(has_feature(f) for f in isa.features)), None)
+
+
+def isa_named(name: str) -> DotISA:
+    return next(isa for isa in ISAS if isa.name == name)
+
+
+@contextlib.contextmanager
+def emulating(name: str):
+    """Legalize as for the ISA ``name`` whatever the target has. Where the target lacks the
+    instruction the schedule leaves the block untensorized, so LLVM computes the same packed
+    arithmetic with the host's instructions: a host checks every ISA's data layout, shifts and
+    corrections, though only its own instructions run (tests)."""
+    _emulated.append(isa_named(name))
+    try:
+        yield
+    finally:
+        _emulated.pop()
+
+
+def intrinsic_features(intrinsic: str) -> tuple[str, ...]:
+    """The target features a tensor intrinsic of this module needs."""
+    return next(isa.features for isa in ISAS
+                if intrinsic in (isa.intrinsic, row_intrinsic(isa)))
 
 
 @dataclass(frozen=True)
@@ -86,10 +115,10 @@ class PackedWeights:
     bias_correction: np.ndarray  # [O]
 
 
-def pack_conv_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
-                      isa: DotISA) -> PackedWeights | None:
-    """``w`` [O, C, KH, KW] packed for ``isa``; None where the packed form would not be exact
-    (pair 4: ``w - w_zp`` outside int8, or a reduction too long for the int32 correction)."""
+def _real_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int, isa: DotISA):
+    """``(w - w_zp as int64, the int32 bias correction)`` for ``isa``, or None where its
+    form would not be exact (pair 4: ``w - w_zp`` outside int8, or a reduction too long for
+    the int32 correction)."""
     o, c, kh, kw = w.shape
     wz = w.astype(np.int64) - np.broadcast_to(np.asarray(w_zp, np.int64).reshape(-1), (o,))[
         :, None, None, None]
@@ -98,6 +127,18 @@ def pack_conv_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
         if wz.min(initial=0) < -128 or wz.max(initial=0) > 127 or c * kh * kw > MAX_CORRECTED_K:
             return None
         correction = -(UINT8_SHIFT + x_zp) * wz.sum(axis=(1, 2, 3))
+    return wz, correction
+
+
+def pack_conv_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
+                      isa: DotISA) -> PackedWeights | None:
+    """``w`` [O, C, KH, KW] packed for ``isa``, output channels in lanes:
+    ``[O/L, KH, KW, C/P, L, P]``; None where the packed form would not be exact."""
+    real = _real_weights(w, w_zp, x_zp, isa)
+    if real is None:
+        return None
+    wz, correction = real
+    o, c, kh, kw = w.shape
     lanes, pair = isa.lanes, isa.pair
     oo, cp = -(-o // lanes), -(-c // pair)
     full = np.zeros((oo * lanes, kh, kw, cp * pair), np.int64)
@@ -106,10 +147,103 @@ def pack_conv_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
     return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
 
 
+def pack_row_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
+                     isa: DotISA) -> PackedWeights | None:
+    """``w`` [O, C, KH, KW] for the row form (``te_row_conv``): ``[O, KH, KW, C/P, P]``;
+    None where the form would not be exact."""
+    real = _real_weights(w, w_zp, x_zp, isa)
+    if real is None:
+        return None
+    wz, correction = real
+    o, c, kh, kw = w.shape
+    cp = -(-c // isa.pair)
+    full = np.zeros((o, kh, kw, cp * isa.pair), np.int64)
+    full[..., :c] = wz.transpose(0, 2, 3, 1)
+    packed = full.reshape(o, kh, kw, cp, isa.pair)
+    return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
+
+
+ROWS = "canonqnn.rows"  # block annotation: the intrinsic and tile of the row form
+
+
+def rows_fit(out_width: int, isa: DotISA) -> bool:
+    """Whether a row of ``out_width`` outputs fills whole vectors of ``isa.lanes`` well
+    enough for the row form (at most 1/8 of the lanes computed past the row's end)."""
+    padded = -(-out_width // isa.lanes) * isa.lanes
+    return (padded - out_width) * 8 <= padded
+
+
+def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
+                out_hw: tuple[int, int], tile: dict[str, int]) -> Any:
+    """The int32 accumulator ``acc[n, o, i, j]`` (j padded to whole vectors) of an int8 NCHW
+    ``x`` and ``pack_row_weights`` ``wr``, output pixels in lanes: the output stays NCHW.
+
+    The input is packed with ``pair`` channels side by side and its columns split by phase
+    modulo the stride, ``xp[n, y, c // P, x % sw, x // sw, c % P] = xpad[n, c, y, x]`` (a
+    row of every channel together, in cache while a tile reads it), so
+    ``lanes`` outputs of a row read ``lanes x pair`` contiguous values for each channel group
+    and tap: one instruction with the ``pair`` weights broadcast. Values and padding as in
+    ``te_packed_conv`` (int16 ``x - x_zp`` with 0, or uint8 ``x + 128`` with ``x_zp + 128``)."""
+    n, c, h, wd = (int(d) for d in x.shape)
+    o, kh, kw, cb, pair = (int(d) for d in wr.shape)
+    (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
+    oh, ow = out_hw
+    owp = -(-ow // isa.lanes) * isa.lanes
+    rows = (oh - 1) * sh + (kh - 1) * dh + 1
+    cols = owp + ((kw - 1) * dw) // sw
+
+    def pad(nn, ch, y, xx):  # TIR's if_then_else reads x only where the test holds
+        inside = tirx.all(ch < c, y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
+        v = x[nn, ch, y - pt, xx - pl]
+        if pair == 2:
+            value = (v.astype("int16") - tirx.const(x_zp, "int16")).astype("int16")
+            return tirx.if_then_else(inside, value, tirx.const(0, "int16"))
+        value = (v.astype("int32") + UINT8_SHIFT).astype("uint8")
+        return tirx.if_then_else(inside, value, tirx.const(x_zp + UINT8_SHIFT, "uint8"))
+
+    xpad = te.compute((n, cb * pair, rows, cols * sw), pad, name="x_pad")
+    xp = te.compute((n, rows, cb, sw, cols, pair), lambda nn, y, g, phase, xo, k: xpad[
+        nn, g * pair + k, y, xo * sw + phase], name="x_pack")
+    ry = te.reduce_axis((0, kh), "ry")
+    rx = te.reduce_axis((0, kw), "rx")
+    rc = te.reduce_axis((0, cb), "rc")
+    rk = te.reduce_axis((0, pair), "rk")
+    return te.compute(
+        (n, o, oh, owp),
+        lambda nn, oc, i, j: te.sum(
+            xp[nn, i * sh + ry * dh, rc, (rx * dw) % sw, j + (rx * dw) // sw, rk]
+            .astype("int32") * wr[oc, ry, rx, rc, rk].astype("int32"), axis=[ry, rx, rc, rk]),
+        name="acc_rows", attrs={ROWS: {"intrinsic": row_intrinsic(isa), "lanes": isa.lanes,
+                                       "borders": [pl, wd], **tile,
+                                       "macs": n * o * oh * ow * c * kh * kw,
+                                       # what the outer loop keeps in cache: input rows, or
+                                       # a block's weights where the weights are larger
+                                       "rows_outer": int(o * kh * kw <= rows * sw * cols)}})
+
+
+def row_tile(isa: DotISA, out_channels: int, out_width: int) -> dict[str, int]:
+    """Output channels (``blocks``, a divisor of O) x vectors along the row (``vectors``, a
+    divisor of the padded row's vectors) one tile keeps in registers: at most half the
+    registers as accumulators, the rest holding the activations and a broadcast weight."""
+    vectors_in_row = -(-out_width // isa.lanes)
+    best = (1, 1)
+    for blocks in (1, 2, 3, 4, 6, 8):
+        for vectors in (1, 2, 3, 4):
+            if out_channels % blocks or vectors_in_row % vectors:
+                continue
+            if blocks * vectors > isa.registers // 2 or \
+                    blocks * vectors + vectors + 2 > isa.registers:
+                continue
+            if (blocks * vectors, vectors) > (best[0] * best[1], best[1]):
+                best = (blocks, vectors)
+    return {"blocks": best[0], "vectors": best[1]}
+
+
 def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
                    out_hw: tuple[int, int], tile: dict[str, int]) -> Any:
     """The packed accumulator ``acc[n, o // L, i, j, o % L]`` (int32, TE) of an int8 NCHW ``x``
-    and packed weights ``wp``; its reduction block carries the tile the schedule uses."""
+    and packed weights ``wp``; its reduction block carries ``tile`` (the schedule's tile and
+    the conv's multiply-accumulates, ``macs``)."""
     n, c, h, w = (int(d) for d in x.shape)
     oo, kh, kw, cp, lanes, pair = (int(d) for d in wp.shape)
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
@@ -177,14 +311,15 @@ def te_packed_matmul(a: Any, bp: Any, isa: DotISA, a_zp: int, tile: dict[str, in
 
 
 def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, has_feature, bias: np.ndarray,
-                       ) -> tuple[DotISA, PackedWeights, np.ndarray] | None:
+                       rows: bool = False) -> tuple[DotISA, PackedWeights, np.ndarray] | None:
     """``(isa, packed weights, corrected int32 bias)`` for an int8 conv's (or a 1x1 view of a
-    matmul's) constant weights ``w`` [O, C, KH, KW] on a target with ``has_feature``; None
-    where no ISA applies or the packed form would not be exact."""
+    matmul's) constant weights ``w`` [O, C, KH, KW] on a target with ``has_feature``, packed
+    for the row form (``rows``) or with output channels in lanes; None where no ISA applies
+    or the form would not be exact."""
     isa = isa_for(has_feature) if has_feature is not None else None
     if isa is None:
         return None
-    weights = pack_conv_weights(w, w_zp, x_zp, isa)
+    weights = (pack_row_weights if rows else pack_conv_weights)(w, w_zp, x_zp, isa)
     if weights is None:
         return None
     biased = np.asarray(bias).astype(np.int64) + weights.bias_correction
@@ -193,43 +328,77 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, has_feature, bias: n
     return isa, weights, biased.astype(np.int32)
 
 
-DEPTHWISE = "canonqnn.depthwise"  # block annotation: the vector width along the row
+DEPTHWISE = "canonqnn.depthwise"  # block annotation: the intrinsic and tile of the row plan
 
 
-def te_depthwise_conv(x: Any, w: Any, x_zp: int, strides, dilation, padding,
-                      out_hw: tuple[int, int], vector: int) -> Any:
-    """The accumulator of a depthwise conv (one output channel per input channel) of an int8
-    NCHW ``x`` and int16 weights ``w`` [C, KH, KW] (``w - w_zp``, a build-time constant): the
-    input widened to int16 with its zero point subtracted and padded with 0 (a real zero), the
-    taps summed in int32 along a row. Its block carries the row's vector width."""
+def depthwise_isa(has_feature) -> DotISA | None:
+    """The int16-pair ISA a depthwise conv multiplies with: widest ``pair`` 2 the target has
+    (``vpmaddwd`` on 16 or 8 lanes; every target with a dot-product ISA has one of them)."""
+    if _emulated:
+        return _emulated[-1] if _emulated[-1].pair == 2 else isa_named("avx2")
+    return next((isa for isa in ISAS if isa.pair == 2
+                 and all(has_feature(f) for f in isa.features)), None)
+
+
+def row_intrinsic(isa: DotISA) -> str:
+    """The tensor intrinsic ``C[i] += A[i, k] * B[k]`` (``lanes`` outputs along a row, each
+    the sum of ``pair`` products; the weights broadcast): ``isa``'s instruction with the
+    operands' roles swapped."""
+    return f"canonqnn_row_{isa.lanes}x{isa.pair}_{isa.name}"
+
+
+def depthwise_weights(w: np.ndarray, w_zp: np.ndarray) -> np.ndarray:
+    """``w - w_zp`` [C, 1, KH, KW] as int16 ``[C, ceil(KH/2), KW, 2]``: kernel rows in pairs
+    (a missing last row zero), as the row intrinsic multiplies them."""
+    c, _, kh, kw = w.shape
+    zp = np.broadcast_to(np.asarray(w_zp, np.int64).reshape(-1), (c,))
+    real = w[:, 0].astype(np.int64) - zp[:, None, None]
+    pairs = np.zeros((c, 2 * (-(-kh // 2)), kw), np.int64)
+    pairs[:, :kh] = real
+    return np.ascontiguousarray(pairs.reshape(c, -1, 2, kw).transpose(0, 1, 3, 2)).astype(
+        np.int16)
+
+
+def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
+                      out_hw: tuple[int, int], kernel_height: int) -> Any:
+    """The int32 accumulator ``acc[n, c, i, j]`` (j padded to whole vectors) of a depthwise
+    conv of an int8 NCHW ``x`` with ``depthwise_weights`` ``w``.
+
+    Each channel's input is packed as int16 ``x - x_zp`` (padding 0, a real zero) with two
+    input rows ``dh`` apart side by side and the columns split by phase modulo the stride:
+    ``xp[n, c, y, x % sw, x // sw, k] = xpad[n, c, y + k*dh, x]``. Then ``lanes`` outputs of a
+    row and a pair of kernel rows read ``lanes x 2`` contiguous values, one ``vpmaddwd`` with
+    the broadcast weight pair (exact: int16 products summed in pairs into int32)."""
     n, c, h, wd = (int(d) for d in x.shape)
-    _, kh, kw = (int(d) for d in w.shape)
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
+    _, kh2, kw, _ = (int(d) for d in w.shape)
+    (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
+    lanes = isa.lanes
+    owp = -(-ow // lanes) * lanes
+    rows = (oh - 1) * sh + 2 * (kh2 - 1) * dh + 1
+    cols = owp + ((kw - 1) * dw) // sw
 
-    def pad(nn, cc, y, xx):
-        inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
-        real = (x[nn, cc, y - pt, xx - pl].astype("int16")
+    def pad(nn, cc, yy, xx):  # TIR's if_then_else reads x only where the test holds
+        inside = tirx.all(yy >= pt, yy < h + pt, xx >= pl, xx < wd + pl)
+        real = (x[nn, cc, yy - pt, xx - pl].astype("int16")
                 - tirx.const(x_zp, "int16")).astype("int16")
         return tirx.if_then_else(inside, real, tirx.const(0, "int16"))
 
-    xp = te.compute((n, c, h + pt + pb, wd + pl + pr), pad, name="x_pack")
-    ry = te.reduce_axis((0, kh), "ry")
+    # padded wide and tall enough for every read of the pack below, which then tests nothing
+    xpad = te.compute((n, c, rows + dh, cols * sw), pad, name="x_pad")
+    xp = te.compute((n, c, rows, sw, cols, 2), lambda nn, cc, y, phase, xo, k: xpad[
+        nn, cc, y + k * dh, xo * sw + phase], name="x_pack")
+    ry = te.reduce_axis((0, kh2), "ry")
     rx = te.reduce_axis((0, kw), "rx")
+    rk = te.reduce_axis((0, 2), "rk")
     return te.compute(
-        (n, c, oh, ow),
+        (n, c, oh, owp),
         lambda nn, cc, i, j: te.sum(
-            xp[nn, cc, i * sh + ry * dh, j * sw + rx * dw].astype("int32")
-            * w[cc, ry, rx].astype("int32"), axis=[ry, rx]),
-        name="acc_depthwise", attrs={DEPTHWISE: {"vector": vector, "borders": [pl, pr]}})
-
-
-def row_vector(out_width: int, lanes: int) -> int:
-    """The vector width along an output row: a divisor of the row (a split that leaves a
-    remainder cannot be vectorized), up to two registers of ``lanes`` int32, whole registers
-    where the row allows."""
-    divisors = [d for d in range(1, min(out_width, 2 * lanes) + 1) if out_width % d == 0]
-    return max(divisors, key=lambda d: (d % lanes == 0, d))
+            xp[nn, cc, i * sh + 2 * ry * dh, (rx * dw) % sw, j + (rx * dw) // sw, rk]
+            .astype("int32") * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
+        name="acc_depthwise", attrs={DEPTHWISE: {"intrinsic": row_intrinsic(isa),
+                                                  "macs": n * c * oh * ow * kernel_height * kw,
+                                                  "lanes": lanes, "borders": [pl, wd]}})
 
 
 def conv_tile(isa: DotISA, out_channel_blocks: int, out_width: int) -> dict[str, int]:

@@ -131,16 +131,16 @@ def _legalize(bb: Any, call: Any) -> Any:
 
     packed = _packed_weights(a, call, accumulator, wzp)
     if packed is not None:
-        isa, weights, corrected = packed
+        isa, weights, corrected, rows = packed
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
-    depthwise = packed is None and _depthwise_form(a, call, accumulator)
-    if depthwise:
-        w = _tvm.const(_depthwise_weights(_tvm.const_value(w), wzp), "int16")
+    depthwise = _depthwise_isa(a, call, accumulator) if packed is None else None
+    if depthwise is not None:
+        w = _tvm.const(_dot.depthwise_weights(_tvm.const_value(w), wzp), "int16")
 
     def compute(x, w, bias, mult, wzp):
         if packed is not None:
             return packed_compute(x, w, bias, mult)
-        if depthwise:
+        if depthwise is not None:
             return depthwise_compute(x, w, bias, mult)
         n, c, h, wd = (int(d) for d in x.shape)
         _, cg, kh, kw = (int(d) for d in w.shape)
@@ -172,9 +172,19 @@ def _legalize(bb: Any, call: Any) -> Any:
         _, _, kh, kw = _tvm.shape_of(call.args[1])
         oh, ow = out_hw(h, wd, kh, kw, a)
         isa = packed[0]
+        if packed[3]:  # output pixels in lanes: the accumulator is NCHW already
+            acc = _dot.te_row_conv(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
+                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow))
+            if a["out_dtype"] == "int32":
+                return te.compute((n, o, oh, ow), lambda nn, oo, i, j: acc[nn, oo, i, j]
+                                  + bias[oo], name="conv2d_acc")
+            return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
+                acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
+        c = int(x.shape[1])
         acc = _dot.te_packed_conv(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
                                   a["padding"], (oh, ow),
-                                  _dot.conv_tile(isa, int(wp.shape[0]), ow))
+                                  {**_dot.conv_tile(isa, int(wp.shape[0]), ow),
+                                   "macs": n * o * oh * ow * c * kh * kw})
         lanes = isa.lanes
 
         def value(nn, oo, i, j):
@@ -187,47 +197,49 @@ def _legalize(bb: Any, call: Any) -> Any:
 
     def depthwise_compute(x, w16, bias, mult):
         n, _, h, wd = (int(d) for d in x.shape)
-        _, kh, kw = (int(d) for d in w16.shape)
+        _, _, kh, kw = _tvm.shape_of(call.args[1])
         oh, ow = out_hw(h, wd, kh, kw, a)
-        acc = _dot.te_depthwise_conv(x, w16, a["x_zp"], a["strides"], a["dilation"],
-                                     a["padding"], (oh, ow), _dot.row_vector(ow, 8))
+        acc = _dot.te_depthwise_conv(x, w16, depthwise, a["x_zp"], a["strides"],
+                                     a["dilation"], a["padding"], (oh, ow), kh)
         if a["out_dtype"] == "int32":
-            return te.compute(acc.shape, lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
+            return te.compute((n, o, oh, ow), lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
                               name="conv2d_acc")
-        return te.compute(acc.shape, lambda nn, oo, i, j: requant(
+        return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
             acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 
 
-def _depthwise_form(a: dict[str, Any], call: Any, accumulator: str) -> bool:
-    """Whether the conv takes the depthwise form (``ops._dot.te_depthwise_conv``): one output
-    channel per input channel, int8, constant weights, an int32 accumulator, on a target with
-    a dot-product ISA (the form is vectorized, not tensorized, but only tested there)."""
+def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str):
+    """The ISA of the depthwise form (``ops._dot.te_depthwise_conv``) where it applies: one
+    output channel per input channel, int8, constant weights, an int32 accumulator, a target
+    with ``vpmaddwd``; else None."""
     x, w = call.args[:2]
-    channels = _tvm.shape_of(x)[1]
     has_feature = _tvm.current_target_features()
-    return (a["groups"] == channels == _tvm.shape_of(w)[0] > 1 and accumulator == "int32"
-            and _tvm.dtype_of(x) == "int8" and _tvm.is_const(w) and has_feature is not None
-            and _dot.isa_for(has_feature) is not None)
-
-
-def _depthwise_weights(w: np.ndarray, wzp: np.ndarray) -> np.ndarray:
-    """``w - w_zp`` [C, KH, KW] as int16 (exact: int8 minus int8)."""
-    zp = np.broadcast_to(np.asarray(wzp, np.int64).reshape(-1), (w.shape[0],))
-    return (w[:, 0].astype(np.int64) - zp[:, None, None]).astype(np.int16)
+    if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
+            or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
+        return None
+    return _dot.depthwise_isa(has_feature)
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
-    """``(isa, PackedWeights, bias)`` where the conv runs on the target's dot-product
+    """``(isa, PackedWeights, bias, rows)`` where the conv runs on the target's dot-product
     instructions (``ops._dot``): an int8 conv of one group with constant weights and bias and
-    an int32 accumulator; else None (the plain loop nest)."""
+    an int32 accumulator; else None (the plain loop nest). ``rows``: output pixels in lanes
+    (``te_row_conv``), where the output row fills the vectors; else output channels in lanes
+    (``te_packed_conv``)."""
     x, w, bias = call.args[:3]
     if (a["groups"] != 1 or accumulator != "int32" or _tvm.dtype_of(x) != "int8"
             or not _tvm.is_const(w) or not _tvm.is_const(bias)):
         return None
-    return _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"],
-                                   _tvm.current_target_features(), _tvm.const_value(bias))
+    _, _, h, wd = _tvm.shape_of(x)
+    _, _, kh, kw = _tvm.shape_of(w)
+    has_feature = _tvm.current_target_features()
+    isa = _dot.isa_for(has_feature) if has_feature is not None else None
+    rows = isa is not None and _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)
+    found = _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], has_feature,
+                                    _tvm.const_value(bias), rows=rows)
+    return None if found is None else (*found, rows)
 
 
 CONV2D = register(CanonicalOp(

@@ -262,8 +262,9 @@ def _legalize(bb: Any, call: Any) -> Any:
     def compute(x, w, bias, mult, wzp):
         if packed is not None:
             lanes = packed[0].lanes
-            packed_acc = _dot.te_packed_matmul(x, w, packed[0], a["a_zp"], _dot.conv_tile(
-                packed[0], int(w.shape[0]), a_shape[-2]))
+            packed_acc = _dot.te_packed_matmul(x, w, packed[0], a["a_zp"], {
+                **_dot.conv_tile(packed[0], int(w.shape[0]), a_shape[-2]),
+                "macs": int(np.prod(shape)) * a_shape[-1]})
             batch = a_shape[:-2]
 
             def acc(*idx):

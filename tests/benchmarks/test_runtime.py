@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from _benchmark_script import load
 
 
@@ -11,13 +12,29 @@ def _load():
     return load("runtime")
 
 
-def test_runtime_benchmark_prints_latency_ratios_and_constant_bytes(tmp_path, capsys):
+def test_runtime_benchmark_prints_ratios_at_one_and_two_threads(tmp_path, capsys):
     out = tmp_path / "rows.json"
-    assert _load().main(["--small", "--models", "resnet", "--runs", "2", "--json", str(out)]) == 0
+    assert _load().main(["--small", "--models", "resnet18", "--runs", "2", "--json",
+                         str(out)]) == 0
     text = capsys.readouterr().out
-    assert "a/b" in text and "a/c 1T" in text and "constants (a)" in text
+    assert "a/c 1T" in text and "a/c 2T" in text and "constants (a)" in text
     (row,) = json.loads(out.read_text())
-    assert row["model"] == "resnet" and row["ms_canonqnn"] > 0 and row["ms_tvm"] > 0
-    # int8 weights against TVM's folded float32 ones: the canonical module carries fewer bytes
-    assert row["constants_canonqnn"]["int8"] > 0 and "int8" not in row["constants_tvm"]
-    assert sum(row["constants_canonqnn"].values()) < sum(row["constants_tvm"].values())
+    assert row["model"] == "resnet18" and row["ms_canonqnn_1"] > 0 and row["ms_canonqnn_2"] > 0
+    assert row["ms_ort_1"] > 0 and row["ms_ort_2"] > 0
+    assert row["exact_with_d"] is True  # the timed build computes onnxruntime's bits
+
+
+def test_kernel_table_prints_mac_rates_against_a_measured_peak(capsys):
+    assert _load().main(["--kernels", "--small", "--models", "mobilenet_v1", "--runs", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "GMAC/s" in text and "of peak" in text and "measured" in text
+
+
+def test_peak_is_measured_on_the_hosts_instruction():
+    from canonqnn import _tvm
+    from canonqnn.ops import _dot
+
+    isa = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
+    if isa is None:
+        pytest.skip("this host has no int8 dot-product ISA")
+    assert 1.0 < _load().measured_peak_gmacs(isa, iterations=100_000) < 10_000.0

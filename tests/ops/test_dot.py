@@ -1,0 +1,152 @@
+"""The packed int8 forms (``canonqnn.ops._dot``) compute exactly what the plain loop nest does:
+conv2d with output pixels or output channels in lanes, depthwise conv, matmul with a constant
+``b``, for every dot-product ISA.
+
+The host's own ISA runs tensorized; the others are legalized with ``_dot.emulating`` and run
+untensorized, so their layouts, uint8 shift and bias correction are checked on any x86 host
+(only the instruction itself is not: ``tests/test_tvm_dot.py`` checks it is emitted). Every
+result is compared with the op's numpy reference, bit for bit; the plain path's agreement with
+onnxruntime is ``test_conv.py``'s and ``test_matmul.py``'s.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _ort import SingleOp
+
+from canonqnn import _tvm
+from canonqnn.ops import _dot, conv, matmul
+from canonqnn.qparams import QParams
+
+HOST_ISA = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
+OTHER_ISAS = [isa.name for isa in _dot.ISAS if isa is not HOST_ISA]
+
+
+def _conv_op(rng, x_shape, o, k, *, stride=1, dilation=1, pad=None, groups=1, w_zp=0,
+             x_zp=3, out_dtype="int8"):
+    c = x_shape[1]
+    pad = k // 2 if pad is None else pad
+    w = rng.integers(-128, 128, (o, c // groups, k, k)).astype(np.int8)
+    if w_zp:  # asymmetric weights as uint8 sources give them, w - w_zp inside int8
+        w = np.clip(w.astype(np.int32), -128 + w_zp, 127).astype(np.int8)
+    bias = rng.integers(-5000, 5000, o).astype(np.int32)
+    raw = out_dtype == "int32"  # the accumulator itself: every multiplier exactly 1
+    w_qp = QParams.make(np.ones(o, np.float32) if raw else rng.uniform(0.002, 0.02, o).astype(
+        np.float32), np.full(o, w_zp, np.int8), axis=0)
+    out_qp = QParams.make(1.0, 0, dtype="int32") if raw else QParams.make(0.9, -7)
+    return SingleOp(lambda x: conv.conv2d(
+        x, _tvm.const(w, "int8"), bias, QParams.make(1.0 if raw else 0.05, x_zp), w_qp, out_qp,
+        strides=(stride, stride), padding=(pad,) * 4, dilation=(dilation, dilation),
+        groups=groups), {"x": x_shape})
+
+
+def _matmul_op(rng, a_shape, n, *, a_zp=-4):
+    k = a_shape[-1]
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    bias = rng.integers(-5000, 5000, n).astype(np.int32)
+    b_qp = QParams.make(rng.uniform(0.002, 0.02, n).astype(np.float32), np.zeros(n, np.int8),
+                        axis=0)
+    return SingleOp(lambda a: matmul.matmul(a, _tvm.const(b, "int8"), bias,
+                                            QParams.make(0.05, a_zp), b_qp,
+                                            QParams.make(0.7, 2)), {"a": a_shape})
+
+
+def _assert_exact(op: SingleOp, name: str, seed: int = 1) -> None:
+    rng = np.random.default_rng(seed)
+    (arg,) = op.built.io.inputs
+    x = rng.integers(-128, 128, arg.shape).astype(np.int8)
+    reference, got = op.both(**{arg.name: x})
+    np.testing.assert_array_equal(got, reference, err_msg=name)
+
+
+CONVS = {  # name: (x shape, out channels, kernel, options)
+    "3x3_rows": ((1, 5, 9, 16), 12, 3, {}),
+    "3x3_channel_lanes": ((1, 16, 7, 7), 20, 3, {}),
+    "1x1": ((1, 24, 8, 8), 16, 1, {}),
+    "strided_dilated": ((1, 6, 19, 21), 8, 3, dict(stride=2, dilation=2, pad=2)),
+    "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
+    "asymmetric_weights": ((1, 7, 8, 8), 9, 3, dict(w_zp=5, x_zp=-20)),
+    "accumulator": ((1, 5, 8, 8), 6, 3, dict(out_dtype="int32")),
+    "depthwise": ((1, 12, 10, 16), 12, 3, dict(groups=12)),
+    "depthwise_strided_5x5": ((1, 8, 15, 17), 8, 5, dict(groups=8, stride=2, w_zp=3)),
+}
+MATMULS = {
+    "dense": ((1, 40), 24),
+    "rows_not_whole_tiles": ((7, 33), 19),
+    "batched": ((2, 3, 5, 16), 10),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_conv_forms_match_the_reference_on_the_host_isa(case):
+    x_shape, o, k, options = CONVS[case]
+    _assert_exact(_conv_op(np.random.default_rng(0), x_shape, o, k, **options), case)
+
+
+@pytest.mark.parametrize("case", sorted(MATMULS))
+def test_matmul_form_matches_the_reference_on_the_host_isa(case):
+    a_shape, n = MATMULS[case]
+    _assert_exact(_matmul_op(np.random.default_rng(0), a_shape, n), case)
+
+
+@pytest.mark.parametrize("isa", OTHER_ISAS)
+def test_other_isas_layouts_and_corrections_match_the_reference(isa):
+    rng = np.random.default_rng(0)
+    with _dot.emulating(isa):
+        ops = [_conv_op(rng, (1, 5, 9, 16), 12, 3, w_zp=4, x_zp=-9),
+               _conv_op(rng, (1, 9, 7, 7), 20, 3),
+               _conv_op(rng, (1, 8, 11, 12), 8, 3, groups=8, stride=2),
+               _matmul_op(rng, (7, 33), 19)]
+    for op in ops:
+        _assert_exact(op, isa)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("isa", OTHER_ISAS)
+@pytest.mark.parametrize("case", sorted(CONVS))
+def test_every_conv_form_on_every_isa(isa, case):
+    x_shape, o, k, options = CONVS[case]
+    with _dot.emulating(isa):
+        op = _conv_op(np.random.default_rng(0), x_shape, o, k, **options)
+    _assert_exact(op, f"{isa} {case}")
+
+
+def test_pair4_weights_outside_int8_fall_back_to_the_plain_form():
+    # int8 weights minus a nonzero zero point can leave int8: vpdpbusd cannot take them
+    w = np.array([[[[-128]], [[127]]]], np.int8)
+    assert _dot.pack_conv_weights(w, np.array([5]), 0, _dot.isa_named("avx512_vnni")) is None
+    assert _dot.pack_conv_weights(w, np.array([5]), 0, _dot.isa_named("avx2")) is not None
+
+
+def test_bias_correction_makes_the_unsigned_sum_exact():
+    rng = np.random.default_rng(3)
+    w = rng.integers(-128, 128, (4, 3, 2, 2)).astype(np.int8)
+    x = rng.integers(-128, 128, (3, 2, 2)).astype(np.int64)
+    x_zp = -11
+    packed = _dot.pack_conv_weights(w, np.zeros(4, np.int8), x_zp, _dot.isa_named("avx512_vnni"))
+    shifted = ((x + 128)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
+    exact = ((x - x_zp)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
+    np.testing.assert_array_equal(shifted + packed.bias_correction, exact)
+
+
+@pytest.mark.parametrize("features,expected", [
+    ({"avx2", "avx512bw", "avx512vnni"}, "avx512_vnni"),
+    ({"avx2", "avxvnni"}, "avx_vnni"),
+    ({"avx2", "avx512bw"}, "avx512bw"),
+    ({"avx2"}, "avx2"),
+    (set(), None),
+])
+def test_isa_is_chosen_from_the_target_features(features, expected):
+    isa = _dot.isa_for(features.__contains__)
+    assert (isa.name if isa else None) == expected
+
+
+def test_tiles_divide_the_loops_they_split():
+    for isa in _dot.ISAS:
+        for width in (1, 7, 14, 56, 112, 13):
+            tile = _dot.conv_tile(isa, 4, width)
+            assert width % tile["width"] == 0 and 4 % tile["blocks"] == 0
+            rows = _dot.row_tile(isa, 24, width)
+            assert 24 % rows["blocks"] == 0
+            assert (-(-width // isa.lanes)) % rows["vectors"] == 0

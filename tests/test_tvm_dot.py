@@ -1,0 +1,68 @@
+"""Each x86 CPU class gets its own dot-product instruction in the compiled conv and matmul
+kernels, never the saturating ``vpmaddubsw``; a CPU without AVX2 gets the plain loop nest.
+
+Builds for other CPUs than the host compile here but do not run (``Built.run`` refuses them);
+their arithmetic is checked on this host by ``tests/ops/test_dot.py`` (``_dot.emulating``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from tvm import relax
+
+import canonqnn
+from canonqnn import _tvm
+from canonqnn.ops import conv, matmul
+from canonqnn.qparams import QParams
+
+
+def _conv_and_matmul() -> object:
+    rng = np.random.default_rng(0)
+    w = rng.integers(-128, 128, (32, 16, 3, 3)).astype(np.int8)
+    b = rng.integers(-128, 128, (16, 24)).astype(np.int8)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type((1, 16, 8, 8), "int8"))
+    a = relax.Var("a", _tvm.tensor_type((4, 16), "int8"))
+    with bb.function("main", [x, a]):
+        with bb.dataflow():
+            y = bb.emit(conv.conv2d(
+                x, _tvm.const(w, "int8"), np.zeros(32, np.int32), QParams.make(0.1, 3),
+                QParams.make(np.full(32, 0.01, np.float32), np.zeros(32, np.int8), axis=0),
+                QParams.make(0.2, -5), strides=(1, 1), padding=(1, 1, 1, 1),
+                dilation=(1, 1), groups=1))
+            z = bb.emit(matmul.matmul(
+                a, _tvm.const(b, "int8"), np.zeros(24, np.int32), QParams.make(0.1, 0),
+                QParams.make(0.01, 0), QParams.make(0.3, 1)))
+            out = bb.emit_output(relax.Tuple([y, z]))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _assembly(built: canonqnn.builder.Built) -> str:
+    modules = [built.module.mod, *built.module.mod.imports]
+    text = []
+    for module in modules:
+        try:
+            text.append(module.inspect_source("asm"))
+        except Exception:  # noqa: BLE001  (modules without assembly: the VM's own)
+            pass
+    return "\n".join(text)
+
+
+@pytest.mark.parametrize("cpu,instruction,register", [
+    ("znver5", "vpdpbusd", "%zmm"),          # AVX512-VNNI
+    ("alderlake", "vpdpbusd", "%ymm"),       # AVX-VNNI (256-bit)
+    ("skylake-avx512", "vpmaddwd", "%zmm"),  # AVX-512BW without VNNI
+    ("znver3", "vpmaddwd", "%ymm"),          # AVX2
+])
+def test_each_cpu_class_gets_its_dot_product_instruction(cpu, instruction, register):
+    text = _assembly(canonqnn.build(_conv_and_matmul(), {"kind": "llvm", "mcpu": cpu}))
+    lines = [line for line in text.splitlines() if instruction in line]
+    assert lines and any(register in line for line in lines)
+    assert "vpmaddubsw" not in text  # saturates int16 pair sums: never exact
+
+
+def test_a_cpu_without_avx2_gets_the_plain_loop_nest():
+    text = _assembly(canonqnn.build(_conv_and_matmul(), {"kind": "llvm", "mcpu": "nehalem"}))
+    assert "vpmaddwd" not in text and "pmaddwd" not in text and "vpdpbusd" not in text
