@@ -15,7 +15,8 @@ from typing import Any
 
 import tvm
 
-from .ops._dot import ANNOTATION, DEPTHWISE, ISAS, ROWS, DotISA, intrinsic_features
+from .ops._dot import (ANNOTATION, BLOCK_PLANS, DEPTHWISE, ISAS, ROWS, DotISA,
+                       intrinsic_features)
 
 _registered: set[str] = set()
 
@@ -146,7 +147,7 @@ def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
 def is_packed(sch: Any, block: Any) -> bool:
     """Whether the block is a reduction ``schedule_packed`` (or ``schedule_depthwise``) owns."""
     annotations = sch.get(block).annotations
-    return any(key in annotations for key in (ANNOTATION, DEPTHWISE, ROWS))
+    return any(key in annotations for key in BLOCK_PLANS)
 
 
 def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool]) -> list[str]:
@@ -154,7 +155,7 @@ def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool
     names of the blocks moved into it. Where the target lacks the block's instruction
     (``ops._dot.emulating``) its innermost loops are left to LLVM, untensorized."""
     annotations = sch.get(block).annotations
-    plan = next(dict(annotations[k]) for k in (DEPTHWISE, ROWS, ANNOTATION) if k in annotations)
+    plan = next(dict(annotations[k]) for k in BLOCK_PLANS if k in annotations)
     intrinsic = str(plan["intrinsic"])
     if not all(has_feature(f) for f in intrinsic_features(intrinsic)):
         intrinsic = None

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import _tvm, integrity, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
+from .ops import _dot
 from .errors import CanonqnnError, VerificationError, first_line
 from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
@@ -131,8 +132,14 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
 
 
 def _tunable(func: Any) -> bool:
+    """Integer reductions, except those on the CPU's dot-product instructions: their
+    tensorized schedule (``_tvm_dot``) is theirs, MetaSchedule has no rule for its
+    intrinsics."""
     dtypes = _tvm.reduction_dtypes(func)
-    return bool(dtypes) and not any(d.startswith(("float", "bfloat")) for d in dtypes)
+    packed = any(key in annotations for annotations in _tvm.root_block_annotations(func)
+                 for key in _dot.BLOCK_PLANS)
+    return bool(dtypes) and not packed and not any(d.startswith(("float", "bfloat"))
+                                                   for d in dtypes)
 
 
 def _require_tuning_packages() -> None:

@@ -1,28 +1,34 @@
-"""Integer dot products on the CPU's int8 instructions: the packed compute form of conv2d.
+"""Integer dot products on the CPU's int8 instructions: the packed compute forms of conv2d,
+depthwise conv2d and matmul (docs/build.md, "Int8 kernels").
 
 LLVM never forms the CPU's integer dot-product instructions from the plain widening loop nest
 (``int32(x) * int32(w)`` summed): it multiplies with ``vpmulld``, 8 MACs an instruction. A
 legalization for a target with one of the ISAs below therefore writes the reduction in a packed
 layout whose innermost ``lanes x pair`` block is one instruction, and the CPU schedule tensorizes
-that block (``canonqnn._tvm_dot``):
+that block (``canonqnn._tvm_dot``). The forms:
 
-    acc[n, o // L, i, j, o % L] = sum_{ky, kx, c} xp[n, i*sh + ky*dh, j*sw + kx*dw, c // P, c % P]
-                                                  * wp[o // L, ky, kx, c // P, o % L, c % P]
+- ``te_row_conv``: output pixels of a row in lanes, ``pair`` input channels per instruction,
+  the weights broadcast; input and output NCHW.
+- ``te_packed_conv``: output channels in lanes, the activation broadcast (rows too short to
+  fill a vector).
+- ``te_depthwise_conv``: output pixels in lanes, pairs of kernel rows per instruction.
+- ``te_packed_matmul``: a constant ``b``'s columns in lanes.
 
-- ``pair`` 2 (``vpmaddwd``, AVX2 and AVX-512BW): ``xp = int16(x) - x_zp`` and ``wp`` holds
-  ``w - w_zp`` as int16; each int16 product pair is summed exactly into int32, so ``acc`` is
-  the exact accumulator.
+Values, for every form:
+
+- ``pair`` 2 (``vpmaddwd``, AVX2 and AVX-512BW): activations ``int16(x) - x_zp``, weights
+  ``w - w_zp`` as int16; each int16 product pair is summed exactly into int32, so the
+  accumulator is the exact one.
 - ``pair`` 4 (``vpdpbusd``, AVX512-VNNI and AVX-VNNI): the instruction multiplies uint8 by int8,
-  so ``xp = uint8(x + 128)`` and ``wp = w - w_zp`` as int8 (only where that fits), and
-  ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is the exact accumulator: the correction is a
-  build-time constant folded into the bias. Padding holds ``x_zp + 128`` (a real zero), and
+  so activations are ``uint8(x + 128)``, weights ``w - w_zp`` as int8 (only where that fits),
+  and ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is the exact accumulator: the correction is
+  a build-time constant folded into the bias. Padding holds ``x_zp + 128`` (a real zero), and
   channels padded to a multiple of ``pair`` have zero weights.
 
 Never ``vpmaddubsw``: it saturates int16 pair sums (255 * 127 * 2 > 32767).
 
-The arithmetic is the plain form's (each output the same exact integer sum, only the order of
-integer additions differs), so ``conv.reference`` specifies both; ``ops.conv`` uses this form
-where ``isa_for(target)`` names an ISA and the weights are constant.
+Each output is the same exact integer sum as in the plain form (only the order of integer
+additions differs), so ``conv.reference`` and ``matmul.reference`` specify both.
 """
 
 from __future__ import annotations
@@ -36,7 +42,12 @@ import numpy as np
 from .._tvm import te, tirx
 
 UINT8_SHIFT = 128
-ANNOTATION = "canonqnn.dot"  # block annotation: the tensor intrinsic and tile the schedule uses
+# Block annotations of the packed reductions: the tensor intrinsic, the tile the schedule uses
+# and the multiply-accumulates, one key per form.
+ANNOTATION = "canonqnn.dot"  # te_packed_conv, te_packed_matmul (output channels in lanes)
+ROWS = "canonqnn.rows"  # te_row_conv
+DEPTHWISE = "canonqnn.depthwise"  # te_depthwise_conv
+BLOCK_PLANS = (ANNOTATION, ROWS, DEPTHWISE)
 MAX_CORRECTED_K = 65_000  # pair 4: (128 + x_zp) * sum(w) and the raw sum stay inside int32
 
 
@@ -163,7 +174,6 @@ def pack_row_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
     return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
 
 
-ROWS = "canonqnn.rows"  # block annotation: the intrinsic and tile of the row form
 
 
 def rows_fit(out_width: int, isa: DotISA) -> bool:
@@ -328,7 +338,6 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, has_feature, bias: n
     return isa, weights, biased.astype(np.int32)
 
 
-DEPTHWISE = "canonqnn.depthwise"  # block annotation: the intrinsic and tile of the row plan
 
 
 def depthwise_isa(has_feature) -> DotISA | None:

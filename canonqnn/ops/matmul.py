@@ -49,6 +49,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
 from . import _dot
+from ._dot import UINT8_SHIFT  # a holds uint8 data as a - 128 in the pair-saturating mode
 from ._dtypes import check_sixteen_bit
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -58,7 +59,6 @@ ATTRS = ("a_scale", "a_zp", "alpha", "out_scale", "out_zp", "act_min", "act_max"
          "out_dtype", "accumulate", "source_op")
 ACCUMULATE = ("exact", "u8s8_pair_sat16")
 SOURCE_OPS = ("fully_connected", "batch_matmul")
-UINT8_SHIFT = 128  # a holds uint8 data as a - 128 in the pair-saturating mode
 INT16_MIN, INT16_MAX = -(2 ** 15), 2 ** 15 - 1
 
 

@@ -12,6 +12,7 @@ def _load():
     return load("runtime")
 
 
+@pytest.mark.slow  # builds, exports and times the model in child processes: about 20 s
 def test_runtime_benchmark_prints_ratios_at_one_and_two_threads(tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert _load().main(["--small", "--models", "resnet18", "--runs", "2", "--json",
