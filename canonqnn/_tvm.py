@@ -38,6 +38,27 @@ def _register_errors() -> None:
 _register_errors()
 
 
+def host_cores() -> int:
+    """The cores this process may run on, SMT siblings counted once."""
+    cpus = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else \
+        range(os.cpu_count() or 1)
+    cores = set()
+    for cpu in cpus:
+        try:
+            with open(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list") as f:
+                cores.add(f.read().strip())
+        except OSError:
+            cores.add(str(cpu))
+    return max(1, len(cores))
+
+
+# TVM's thread pool runs on half the logical CPUs of an x86 host unless told otherwise (it
+# assumes two SMT threads a core): one thread on a 2-core machine without SMT, while the
+# kernels are scheduled for every core. Its size is read once, when a first kernel runs.
+if "TVM_NUM_THREADS" not in os.environ and "OMP_NUM_THREADS" not in os.environ:
+    os.environ["TVM_NUM_THREADS"] = str(host_cores())
+
+
 # ---------------------------------------------------------------- types and constants
 def ty(expr: Any) -> Any:
     """The Relax type of an expression (``TensorType``, ``TupleType``, ...)."""
@@ -586,7 +607,7 @@ def apply_tuning(mod: Any, target: Any, work_dir: str) -> Any:
 def cpu_cores(target: Any) -> int:
     """The cores a CPU target's code runs on: its ``num-cores``, else this machine's."""
     cores = target.attrs.get("num-cores") if target.attrs else None
-    return int(cores) if cores else (os.cpu_count() or 1)
+    return int(cores) if cores else host_cores()
 
 
 def constant_bytes(mod: Any) -> dict[str, int]:
