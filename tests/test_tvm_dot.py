@@ -17,24 +17,32 @@ from canonqnn.ops import conv, matmul
 from canonqnn.qparams import QParams
 
 
+def _conv(x, c: int, o: int, groups: int = 1):
+    w = np.random.default_rng(o).integers(-128, 128, (o, c // groups, 3, 3)).astype(np.int8)
+    return conv.conv2d(
+        x, _tvm.const(w, "int8"), np.zeros(o, np.int32), QParams.make(0.1, 3),
+        QParams.make(np.full(o, 0.01, np.float32), np.zeros(o, np.int8), axis=0),
+        QParams.make(0.2, -5), strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1),
+        groups=groups)
+
+
 def _conv_and_matmul() -> object:
-    rng = np.random.default_rng(0)
-    w = rng.integers(-128, 128, (32, 16, 3, 3)).astype(np.int8)
-    b = rng.integers(-128, 128, (16, 24)).astype(np.int8)
+    """Every packed form: convs with short rows (output channels in lanes on 16-lane
+    targets) and with 16-wide rows (output pixels in lanes), a depthwise conv, a dense
+    matmul."""
+    b = np.random.default_rng(0).integers(-128, 128, (16, 24)).astype(np.int8)
     bb = relax.BlockBuilder()
-    x = relax.Var("x", _tvm.tensor_type((1, 16, 8, 8), "int8"))
+    short = relax.Var("short", _tvm.tensor_type((1, 16, 8, 8), "int8"))
+    wide = relax.Var("wide", _tvm.tensor_type((1, 16, 4, 16), "int8"))
     a = relax.Var("a", _tvm.tensor_type((4, 16), "int8"))
-    with bb.function("main", [x, a]):
+    with bb.function("main", [short, wide, a]):
         with bb.dataflow():
-            y = bb.emit(conv.conv2d(
-                x, _tvm.const(w, "int8"), np.zeros(32, np.int32), QParams.make(0.1, 3),
-                QParams.make(np.full(32, 0.01, np.float32), np.zeros(32, np.int8), axis=0),
-                QParams.make(0.2, -5), strides=(1, 1), padding=(1, 1, 1, 1),
-                dilation=(1, 1), groups=1))
-            z = bb.emit(matmul.matmul(
-                a, _tvm.const(b, "int8"), np.zeros(24, np.int32), QParams.make(0.1, 0),
-                QParams.make(0.01, 0), QParams.make(0.3, 1)))
-            out = bb.emit_output(relax.Tuple([y, z]))
+            outputs = [bb.emit(_conv(short, 16, 32)), bb.emit(_conv(wide, 16, 32)),
+                       bb.emit(_conv(wide, 16, 16, groups=16)),
+                       bb.emit(matmul.matmul(
+                           a, _tvm.const(b, "int8"), np.zeros(24, np.int32),
+                           QParams.make(0.1, 0), QParams.make(0.01, 0), QParams.make(0.3, 1)))]
+            out = bb.emit_output(relax.Tuple(outputs))
         bb.emit_func_output(out)
     return bb.get()
 
@@ -57,10 +65,16 @@ def _assembly(built: canonqnn.builder.Built) -> str:
     ("znver3", "vpmaddwd", "%ymm"),          # AVX2
 ])
 def test_each_cpu_class_gets_its_dot_product_instruction(cpu, instruction, register):
-    text = _assembly(canonqnn.build(_conv_and_matmul(), {"kind": "llvm", "mcpu": cpu}))
+    built = canonqnn.build(_conv_and_matmul(), {"kind": "llvm", "mcpu": cpu})
+    text = _assembly(built)
     lines = [line for line in text.splitlines() if instruction in line]
     assert lines and any(register in line for line in lines)
     assert "vpmaddubsw" not in text  # saturates int16 pair sums: never exact
+    # every conv and the matmul took a packed form (their weights are no longer OIHW / KN)
+    weights = [k.inputs[1] for k in built.kernels.kernels if "conv2d" in k.name
+               or "matmul" in k.name]
+    assert len(weights) == 4 and all(len(shape) != 2 and shape[-1] in (2, 4)
+                                      for _, shape in weights)
 
 
 def test_a_cpu_without_avx2_gets_the_plain_loop_nest():
