@@ -36,11 +36,37 @@ def register_intrinsics() -> None:
             _registered.add(row_intrinsic(isa))
 
 
+def _operands(isa: DotISA) -> tuple[str, str, str, str]:
+    """The vector types of one instruction: (activations, weights, one lane's activations, one
+    lane's weights); a lane's ``pair`` values are one int32 when broadcast."""
+    if isa.pair == 2:
+        return (f"int16x{2 * isa.lanes}", f"int16x{2 * isa.lanes}", "int16x2", "int16x2")
+    return (f"uint8x{4 * isa.lanes}", f"int8x{4 * isa.lanes}", "uint8x4", "int8x4")
+
+
+def _broadcast(T: Any, buffer: Any, one: str, vector: str, lanes: int) -> Any:
+    """One lane's ``pair`` values (an int32) broadcast to every lane, as ``vector``."""
+    return T.reinterpret(T.broadcast(T.reinterpret(buffer.vload([0], one), dtype="int32"),
+                                     lanes), dtype=vector)
+
+
+def _accumulate(T: Any, isa: DotISA, acc: Any, activations: Any, weights: Any) -> Any:
+    """``acc`` plus the instruction's lane sums: ``vpdpbusd`` accumulates itself (uint8
+    activations first, int8 weights second); ``vpmaddwd`` returns the sums to add."""
+    call = T.llvm_lookup_intrinsic_id(isa.llvm_intrinsic)
+    dtype = f"int32x{isa.lanes}"
+    if isa.pair == 4:
+        return T.call_llvm_pure_intrin(call, acc, activations, weights, dtype=dtype)
+    return acc + T.call_llvm_pure_intrin(call, activations, weights, dtype=dtype)
+
+
 def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
+    """``C[i] += A[k] * B[i, k]`` (``lanes`` x ``pair``): output channels in lanes, the
+    activations broadcast."""
     from tvm.script import tirx as T
 
     lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
-    name = isa.llvm_intrinsic
+    act_vector, wgt_vector, act_one, _ = _operands(isa)
 
     @T.prim_func(s_tir=True)
     def desc(A: T.Buffer((pair,), adt, offset_factor=1),
@@ -55,48 +81,27 @@ def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
 
-    # The ``pair`` activation values, as one int32 broadcast to every lane, then seen as the
-    # instruction's operand type.
-    if pair == 2:
-        @T.prim_func(s_tir=True)
-        def impl(A: T.Buffer((pair,), adt, offset_factor=1),
-                 B: T.Buffer((lanes, pair), wdt, offset_factor=1),
-                 C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:pair], B[0:lanes, 0:pair])
-                T.writes(C[0:lanes])
-                a = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "int16x2"),
-                                                            dtype="int32"), lanes),
-                                  dtype=f"int16x{2 * lanes}")
-                C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], dtype=f"int32x{lanes}") + \
-                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(name), a,
-                                            B.vload([0, 0], dtype=f"int16x{2 * lanes}"),
-                                            dtype=f"int32x{lanes}")
-    else:
-        @T.prim_func(s_tir=True)
-        def impl(A: T.Buffer((pair,), adt, offset_factor=1),
-                 B: T.Buffer((lanes, pair), wdt, offset_factor=1),
-                 C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:pair], B[0:lanes, 0:pair])
-                T.writes(C[0:lanes])
-                a = T.reinterpret(T.broadcast(T.reinterpret(A.vload([0], "uint8x4"),
-                                                            dtype="int32"), lanes),
-                                  dtype=f"uint8x{4 * lanes}")
-                C[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id(name), C.vload([0], dtype=f"int32x{lanes}"), a,
-                    B.vload([0, 0], dtype=f"int8x{4 * lanes}"), dtype=f"int32x{lanes}")
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((pair,), adt, offset_factor=1),
+             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
+             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:pair], B[0:lanes, 0:pair])
+            T.writes(C[0:lanes])
+            C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
+                T, isa, C.vload([0], dtype=f"int32x{lanes}"),
+                _broadcast(T, A, act_one, act_vector, lanes), B.vload([0, 0], dtype=wgt_vector))
 
     return desc, impl
 
 
 def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
-    """``C[i] += A[i, k] * B[k]`` (``lanes`` x ``pair``): ``isa``'s instruction on the
-    activations as they lie (``lanes`` outputs along a row) and the weights broadcast."""
+    """``C[i] += A[i, k] * B[k]`` (``lanes`` x ``pair``): output pixels of a row in lanes,
+    the activations as they lie, the weights broadcast."""
     from tvm.script import tirx as T
 
-    lanes, pair, adt, wdt, name = (isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype,
-                                   isa.llvm_intrinsic)
+    lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
+    act_vector, wgt_vector, _, wgt_one = _operands(isa)
 
     @T.prim_func(s_tir=True)
     def desc(A: T.Buffer((lanes, pair), adt, offset_factor=1),
@@ -111,35 +116,16 @@ def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
                         vi, vk = T.axis.remap("SR", [i, k])
                         C[vi] = C[vi] + T.cast(A[vi, vk], "int32") * T.cast(B[vk], "int32")
 
-    if pair == 2:
-        @T.prim_func(s_tir=True)
-        def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
-                 B: T.Buffer((pair,), wdt, offset_factor=1),
-                 C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
-                T.writes(C[0:lanes])
-                b = T.reinterpret(T.broadcast(T.reinterpret(B.vload([0], "int16x2"),
-                                                            dtype="int32"), lanes),
-                                  dtype=f"int16x{2 * lanes}")
-                C[T.ramp(T.int32(0), 1, lanes)] = C.vload([0], dtype=f"int32x{lanes}") + \
-                    T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(name),
-                                            A.vload([0, 0], dtype=f"int16x{2 * lanes}"), b,
-                                            dtype=f"int32x{lanes}")
-    else:
-        @T.prim_func(s_tir=True)
-        def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
-                 B: T.Buffer((pair,), wdt, offset_factor=1),
-                 C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-            with T.sblock("root"):
-                T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
-                T.writes(C[0:lanes])
-                b = T.reinterpret(T.broadcast(T.reinterpret(B.vload([0], "int8x4"),
-                                                            dtype="int32"), lanes),
-                                  dtype=f"int8x{4 * lanes}")
-                C[T.ramp(T.int32(0), 1, lanes)] = T.call_llvm_pure_intrin(
-                    T.llvm_lookup_intrinsic_id(name), C.vload([0], dtype=f"int32x{lanes}"),
-                    A.vload([0, 0], dtype=f"uint8x{4 * lanes}"), b, dtype=f"int32x{lanes}")
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
+             B: T.Buffer((pair,), wdt, offset_factor=1),
+             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
+            T.writes(C[0:lanes])
+            C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
+                T, isa, C.vload([0], dtype=f"int32x{lanes}"),
+                A.vload([0, 0], dtype=act_vector), _broadcast(T, B, wgt_one, wgt_vector, lanes))
 
     return desc, impl
 

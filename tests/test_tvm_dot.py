@@ -80,3 +80,25 @@ def test_each_cpu_class_gets_its_dot_product_instruction(cpu, instruction, regis
 def test_a_cpu_without_avx2_gets_the_plain_loop_nest():
     text = _assembly(canonqnn.build(_conv_and_matmul(), {"kind": "llvm", "mcpu": "nehalem"}))
     assert "vpmaddwd" not in text and "pmaddwd" not in text and "vpdpbusd" not in text
+
+
+def test_a_refused_tensorized_schedule_builds_the_packed_kernel_generically(monkeypatch):
+    from canonqnn import _tvm_dot
+    from canonqnn.ops import _dot
+
+    if _dot.isa_for(_tvm.target_features(_tvm.host_target())) is None:
+        pytest.skip("this host's CPU has no int8 dot-product instruction")
+
+    def refuse(*_args):
+        raise ValueError("tensorize: no match")
+
+    mod = _conv_and_matmul()
+    expected = canonqnn.build(mod)
+    monkeypatch.setattr(_tvm_dot, "schedule", refuse)
+    with pytest.warns(UserWarning, match="tensorized schedule was refused"):
+        fallback = canonqnn.build(mod)
+    rng = np.random.default_rng(5)
+    feed = {info.name: rng.integers(-128, 128, info.shape).astype(np.int8)
+            for info in fallback.io.inputs}
+    for name, value in expected.run(feed).items():
+        np.testing.assert_array_equal(fallback.run(feed)[name], value)

@@ -141,6 +141,19 @@ def _real_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int, isa: DotISA):
     return wz, correction
 
 
+def _activation(v: Any, x_zp: int, pair: int) -> Any:
+    """An int8 activation as the instruction reads it: ``int16(v) - x_zp`` (pair 2) or
+    ``uint8(v + 128)`` (pair 4)."""
+    if pair == 2:
+        return (v.astype("int16") - tirx.const(x_zp, "int16")).astype("int16")
+    return (v.astype("int32") + UINT8_SHIFT).astype("uint8")
+
+
+def _padding(x_zp: int, pair: int) -> Any:
+    """The real zero as ``_activation`` writes it (padding, and channels past the last)."""
+    return tirx.const(0, "int16") if pair == 2 else tirx.const(x_zp + UINT8_SHIFT, "uint8")
+
+
 def pack_conv_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
                       isa: DotISA) -> PackedWeights | None:
     """``w`` [O, C, KH, KW] packed for ``isa``, output channels in lanes:
@@ -174,8 +187,6 @@ def pack_row_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
     return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
 
 
-
-
 def rows_fit(out_width: int, isa: DotISA) -> bool:
     """Whether a row of ``out_width`` outputs fills whole vectors of ``isa.lanes`` well
     enough for the row form (at most 1/8 of the lanes computed past the row's end)."""
@@ -204,12 +215,8 @@ def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padd
 
     def pad(nn, ch, y, xx):  # TIR's if_then_else reads x only where the test holds
         inside = tirx.all(ch < c, y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
-        v = x[nn, ch, y - pt, xx - pl]
-        if pair == 2:
-            value = (v.astype("int16") - tirx.const(x_zp, "int16")).astype("int16")
-            return tirx.if_then_else(inside, value, tirx.const(0, "int16"))
-        value = (v.astype("int32") + UINT8_SHIFT).astype("uint8")
-        return tirx.if_then_else(inside, value, tirx.const(x_zp + UINT8_SHIFT, "uint8"))
+        return tirx.if_then_else(inside, _activation(x[nn, ch, y - pt, xx - pl], x_zp, pair),
+                                 _padding(x_zp, pair))
 
     xpad = te.compute((n, cb * pair, rows, cols * sw), pad, name="x_pad")
     xp = te.compute((n, rows, cb, sw, cols, pair), lambda nn, y, g, phase, xo, k: xpad[
@@ -259,16 +266,11 @@ def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, p
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
     oh, ow = out_hw
 
-    def pack(nn, y, xx, co, ci):
+    def pack(nn, y, xx, co, ci):  # TIR's if_then_else reads x only where the test holds
         ch = co * pair + ci
         inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < w + pl, ch < c)
-        v = x[nn, tirx.min(ch, c - 1), tirx.max(tirx.min(y - pt, h - 1), 0),
-              tirx.max(tirx.min(xx - pl, w - 1), 0)]
-        if pair == 2:
-            real = (v.astype("int16") - tirx.const(x_zp, "int16")).astype("int16")
-            return tirx.if_then_else(inside, real, tirx.const(0, "int16"))
-        shifted = (v.astype("int32") + UINT8_SHIFT).astype("uint8")
-        return tirx.if_then_else(inside, shifted, tirx.const(x_zp + UINT8_SHIFT, "uint8"))
+        return tirx.if_then_else(inside, _activation(x[nn, ch, y - pt, xx - pl], x_zp, pair),
+                                 _padding(x_zp, pair))
 
     xp = te.compute((n, h + pt + pb, w + pl + pr, cp, pair), pack, name="x_pack")
     ry = te.reduce_axis((0, kh), "ry")
@@ -301,11 +303,8 @@ def te_packed_matmul(a: Any, bp: Any, isa: DotISA, a_zp: int, tile: dict[str, in
 
     def pack(nb, row, co, ci):
         kk = co * pair + ci
-        v = operand(nb, row, tirx.min(kk, k - 1))
-        if pair == 2:
-            real = (v.astype("int16") - tirx.const(a_zp, "int16")).astype("int16")
-            return tirx.if_then_else(kk < k, real, tirx.const(0, "int16"))
-        return (v.astype("int32") + UINT8_SHIFT).astype("uint8")
+        return tirx.if_then_else(kk < k, _activation(operand(nb, row, kk), a_zp, pair),
+                                 _padding(a_zp, pair))
 
     ap = te.compute((batch, m, kb, pair), pack, name="a_pack")
     ry = te.reduce_axis((0, 1), "ry")
@@ -389,9 +388,8 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
 
     def pad(nn, cc, yy, xx):  # TIR's if_then_else reads x only where the test holds
         inside = tirx.all(yy >= pt, yy < h + pt, xx >= pl, xx < wd + pl)
-        real = (x[nn, cc, yy - pt, xx - pl].astype("int16")
-                - tirx.const(x_zp, "int16")).astype("int16")
-        return tirx.if_then_else(inside, real, tirx.const(0, "int16"))
+        return tirx.if_then_else(inside, _activation(x[nn, cc, yy - pt, xx - pl], x_zp, 2),
+                                 _padding(x_zp, 2))
 
     # padded wide and tall enough for every read of the pack below, which then tests nothing
     xpad = te.compute((n, c, rows + dh, cols * sw), pad, name="x_pad")

@@ -129,23 +129,36 @@ def _legalize(bb: Any, call: Any) -> Any:
                                   a["act_max"], a["rounding"], a["out_dtype"], accumulator)
         return te_requant_accumulator(acc, mult[oo], a["out_zp"], a["act_min"], a["act_max"])
 
+    _, _, h, wd = _tvm.shape_of(x)
+    _, cg, kh, kw = _tvm.shape_of(w)
+    oh, ow = out_hw(h, wd, kh, kw, a)
     packed = _packed_weights(a, call, accumulator, wzp)
-    if packed is not None:
+    depthwise = _depthwise_isa(a, call, accumulator) if packed is None else None
+    if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
         isa, weights, corrected, rows = packed
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
-    depthwise = _depthwise_isa(a, call, accumulator) if packed is None else None
-    if depthwise is not None:
+    elif depthwise is not None:
         w = _tvm.const(_dot.depthwise_weights(_tvm.const_value(w), wzp), "int16")
 
-    def compute(x, w, bias, mult, wzp):
-        if packed is not None:
-            return packed_compute(x, w, bias, mult)
+    def accumulate(x, w, wzp):
+        """``acc(nn, oo, i, j)``: the accumulator without bias, in the form chosen above."""
+        n, c = (int(d) for d in x.shape[:2])
+        if packed is not None and rows:  # output pixels in lanes: NCHW already
+            acc = _dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
+                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow))
+            return lambda nn, oo, i, j: acc[nn, oo, i, j]
+        if packed is not None:  # output channels in lanes
+            lanes = isa.lanes
+            acc = _dot.te_packed_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
+                                      a["padding"], (oh, ow),
+                                      {**_dot.conv_tile(isa, int(w.shape[0]), ow),
+                                       "macs": n * o * oh * ow * c * kh * kw})
+            return lambda nn, oo, i, j: acc[nn, oo // lanes, i, j, oo % lanes]
         if depthwise is not None:
-            return depthwise_compute(x, w, bias, mult)
-        n, c, h, wd = (int(d) for d in x.shape)
-        _, cg, kh, kw = (int(d) for d in w.shape)
+            acc = _dot.te_depthwise_conv(x, w, depthwise, a["x_zp"], a["strides"],
+                                         a["dilation"], a["padding"], (oh, ow), kh)
+            return lambda nn, oo, i, j: acc[nn, oo, i, j]
         (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
-        oh, ow = out_hw(h, wd, kh, kw, a)
         opg = o // a["groups"]
         x_zp = a["x_zp"]
         xp = topi.nn.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], pad_value=x_zp, name="x_pad")
@@ -161,51 +174,16 @@ def _legalize(bb: Any, call: Any) -> Any:
 
         acc = te.compute((n, o, oh, ow), lambda nn, oo, i, j: te.sum(tap(nn, oo, i, j),
                          axis=[rc, ry, rx]), name="acc")
+        return lambda nn, oo, i, j: acc[nn, oo, i, j]
+
+    def compute(x, w, bias, mult, wzp):
+        acc = accumulate(x, w, wzp)
+        shape = (int(x.shape[0]), o, oh, ow)
         if a["out_dtype"] == "int32":
-            return te.compute(acc.shape, lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
+            return te.compute(shape, lambda nn, oo, i, j: acc(nn, oo, i, j) + bias[oo],
                               name="conv2d_acc")
-        return te.compute(acc.shape, lambda nn, oo, i, j: requant(
-            acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
-
-    def packed_compute(x, wp, bias, mult):
-        n, _, h, wd = (int(d) for d in x.shape)
-        _, _, kh, kw = _tvm.shape_of(call.args[1])
-        oh, ow = out_hw(h, wd, kh, kw, a)
-        isa = packed[0]
-        if packed[3]:  # output pixels in lanes: the accumulator is NCHW already
-            acc = _dot.te_row_conv(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
-                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow))
-            if a["out_dtype"] == "int32":
-                return te.compute((n, o, oh, ow), lambda nn, oo, i, j: acc[nn, oo, i, j]
-                                  + bias[oo], name="conv2d_acc")
-            return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
-                acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
-        c = int(x.shape[1])
-        acc = _dot.te_packed_conv(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
-                                  a["padding"], (oh, ow),
-                                  {**_dot.conv_tile(isa, int(wp.shape[0]), ow),
-                                   "macs": n * o * oh * ow * c * kh * kw})
-        lanes = isa.lanes
-
-        def value(nn, oo, i, j):
-            return acc[nn, oo // lanes, i, j, oo % lanes] + bias[oo]
-
-        if a["out_dtype"] == "int32":
-            return te.compute((n, o, oh, ow), value, name="conv2d_acc")
-        return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
-            value(nn, oo, i, j), mult, oo), name="requant")
-
-    def depthwise_compute(x, w16, bias, mult):
-        n, _, h, wd = (int(d) for d in x.shape)
-        _, _, kh, kw = _tvm.shape_of(call.args[1])
-        oh, ow = out_hw(h, wd, kh, kw, a)
-        acc = _dot.te_depthwise_conv(x, w16, depthwise, a["x_zp"], a["strides"],
-                                     a["dilation"], a["padding"], (oh, ow), kh)
-        if a["out_dtype"] == "int32":
-            return te.compute((n, o, oh, ow), lambda nn, oo, i, j: acc[nn, oo, i, j] + bias[oo],
-                              name="conv2d_acc")
-        return te.compute((n, o, oh, ow), lambda nn, oo, i, j: requant(
-            acc[nn, oo, i, j] + bias[oo], mult, oo), name="requant")
+        return te.compute(shape, lambda nn, oo, i, j: requant(
+            acc(nn, oo, i, j) + bias[oo], mult, oo), name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 
