@@ -26,3 +26,24 @@ def test_quantized_model_is_canonical_and_bit_exact_with_onnxruntime(
     result = parity(model, runs=3, seed=11)
     assert result.exact, result.summary()
     assert all(o.exact_fraction == 1.0 and o.max_abs_diff == 0 for o in result.outputs)
+
+
+ISA_CASES = [("avx512_vnni", "resnet", "s8")] + [
+    pytest.param(isa, arch, act, marks=pytest.mark.slow)
+    for isa in ("avx512_vnni", "avx_vnni", "avx512bw", "avx2")
+    for arch, act in (("resnet", "u8"), ("mobilenet_v1", "s8"), ("mobilenet_v3", "u8"),
+                      ("transformer", "s8"))]
+
+
+@pytest.mark.parametrize("isa,arch,activation", ISA_CASES)
+def test_every_isas_int8_kernels_are_bit_exact_on_whole_models(quantized_model, isa, arch,
+                                                                activation):
+    """Each dot-product ISA's packed forms (``ops._dot``), legalized for it on this host (its
+    instructions run only where the host has them, else the same arithmetic untensorized),
+    keep whole models bit-exact with onnxruntime."""
+    from canonqnn.ops import _dot
+
+    model = quantized_model(arch, "qdq", activation, True)
+    with _dot.emulating(isa):
+        result = parity(model, runs=2, seed=5)
+    assert result.exact, result.summary()

@@ -68,7 +68,9 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
     "asymmetric_weights": ((1, 7, 8, 8), 9, 3, dict(w_zp=5, x_zp=-20)),
     "accumulator": ((1, 5, 8, 8), 6, 3, dict(out_dtype="int32")),
+    "batch_of_two": ((2, 5, 6, 16), 12, 3, dict(pad=0)),
     "depthwise": ((1, 12, 10, 16), 12, 3, dict(groups=12)),
+    "depthwise_batch_of_two": ((2, 8, 6, 8), 8, 3, dict(groups=8)),
     "depthwise_strided_5x5": ((1, 8, 15, 17), 8, 5, dict(groups=8, stride=2, w_zp=3)),
 }
 MATMULS = {
