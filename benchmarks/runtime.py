@@ -244,9 +244,11 @@ def kernel_macs(name: str, func) -> int | None:
     if found:
         return int(sum(found))
     shapes = [tuple(int(d) for d in p.shape) for p in func.params]
-    out, x, w = shapes[-1], shapes[0], shapes[1] if len(shapes) > 1 else ()
+    out, a, w = shapes[-1], shapes[0], shapes[1] if len(shapes) > 1 else ()
     if "conv2d" in name and "transpose" not in name and len(w) == len(out) == 4:  # OIHW
         return int(np.prod(out)) * w[1] * w[2] * w[3]
+    if "matmul" in name and len(a) >= 2 and len(out) >= 2:  # [..., M, K] -> [..., M, N]
+        return int(np.prod(out)) * a[-1]
     return None
 
 
