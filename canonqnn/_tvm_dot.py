@@ -163,8 +163,9 @@ def _move_consumers(sch: Any, block: Any, loop: Any) -> list[str]:
             try:
                 sch.reverse_compute_at(consumer, loop)
             except (tvm.s_tir.schedule.ScheduleError, ValueError):
-                # refused (ValueError: TVM's region analysis cannot invert the flattened batch
-                # index of a batched matmul's reads) before anything was changed
+                # refused; ValueError: TVM's region analysis cannot invert the flattened batch
+                # index of a batched matmul's reads (that kernel stays exact:
+                # tests/ops/test_dot.py, "batched")
                 continue
             moved.append(sch.get(consumer).name_hint)
             frontier.append(consumer)
@@ -172,12 +173,12 @@ def _move_consumers(sch: Any, block: Any, loop: Any) -> list[str]:
 
 
 def schedule_packed(sch: Any, block: Any, cores: int, intrinsic: str | None) -> list[str]:
-    """Schedule a packed reduction block (``te_packed_conv``, ``te_packed_matmul``): a tile of
-    ``width`` output pixels x ``blocks`` channel blocks held in registers while the whole
-    reduction runs, its innermost ``lanes x pair`` one instruction, rows x channel blocks in
-    parallel, and the consumers (requantize, table, ...) computed per row x channel block
-    while it is in cache, along the row (the NCHW output is contiguous there, so they
-    vectorize). Returns the names of the blocks moved into the tile."""
+    """Schedule a packed reduction block with output channels in lanes (``te_packed_conv``,
+    ``te_packed_matmul``): a tile of ``width`` output pixels (matmul rows) x ``blocks``
+    channel blocks held in registers while the whole reduction runs, its innermost
+    ``lanes x pair`` one instruction, rows x channel blocks in parallel, and the consumers
+    (requantize, table, ...) computed per row x channel block while it is in cache. Returns
+    the names of the blocks moved."""
     register_intrinsics()
     plan = dict(sch.get(block).annotations[ANNOTATION])
     width, blocks = int(plan["width"]), int(plan["blocks"])
