@@ -120,14 +120,15 @@ def intrinsic_features(intrinsic: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class PackedWeights:
-    """Weights packed ``[O/L, KH, KW, C/P, L, P]`` and the int32 to add to the bias."""
+    """Weights packed for one form (``pack_conv_weights``, ``pack_row_weights``) and what to
+    add to the bias (the ``vpdpbusd`` correction; zeros for ``vpmaddwd``)."""
 
     packed: np.ndarray
     bias_correction: np.ndarray  # [O]
 
 
 def _real_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int, isa: DotISA):
-    """``(w - w_zp as int64, the int32 bias correction)`` for ``isa``, or None where its
+    """``(w - w_zp, the bias correction)`` (int64 arrays) for ``isa``, or None where its
     form would not be exact (pair 4: ``w - w_zp`` outside int8, or a reduction too long for
     the int32 correction)."""
     o, c, kh, kw = w.shape
