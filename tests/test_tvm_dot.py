@@ -29,19 +29,23 @@ def _conv(x, c: int, o: int, groups: int = 1):
 def _conv_and_matmul() -> object:
     """Every packed form: convs with short rows (output channels in lanes on 16-lane
     targets) and with 16-wide rows (output pixels in lanes), a depthwise conv, a dense
-    matmul."""
+    matmul, a matmul of two run-time operands."""
     b = np.random.default_rng(0).integers(-128, 128, (16, 24)).astype(np.int8)
     bb = relax.BlockBuilder()
     short = relax.Var("short", _tvm.tensor_type((1, 16, 8, 8), "int8"))
     wide = relax.Var("wide", _tvm.tensor_type((1, 16, 4, 16), "int8"))
     a = relax.Var("a", _tvm.tensor_type((4, 16), "int8"))
-    with bb.function("main", [short, wide, a]):
+    keys = relax.Var("keys", _tvm.tensor_type((2, 16, 8), "int8"))
+    with bb.function("main", [short, wide, a, keys]):
         with bb.dataflow():
             outputs = [bb.emit(_conv(short, 16, 32)), bb.emit(_conv(wide, 16, 32)),
                        bb.emit(_conv(wide, 16, 16, groups=16)),
                        bb.emit(matmul.matmul(
                            a, _tvm.const(b, "int8"), np.zeros(24, np.int32),
-                           QParams.make(0.1, 0), QParams.make(0.01, 0), QParams.make(0.3, 1)))]
+                           QParams.make(0.1, 0), QParams.make(0.01, 0), QParams.make(0.3, 1))),
+                       bb.emit(matmul.matmul(  # both operands at run time
+                           a, keys, np.zeros(8, np.int32), QParams.make(0.1, 0),
+                           QParams.make(0.01, 0), QParams.make(0.3, 1)))]
             out = bb.emit_output(relax.Tuple(outputs))
         bb.emit_func_output(out)
     return bb.get()
@@ -70,11 +74,11 @@ def test_each_cpu_class_gets_its_dot_product_instruction(cpu, instruction, regis
     lines = [line for line in text.splitlines() if instruction in line]
     assert lines and any(register in line for line in lines)
     assert "vpmaddubsw" not in text  # saturates int16 pair sums: never exact
-    # every conv and the matmul took a packed form (their weights are no longer OIHW / KN)
+    # every conv and the constant matmul took a packed form (weights no longer OIHW / KN)
     weights = [k.inputs[1] for k in built.kernels.kernels if "conv2d" in k.name
                or "matmul" in k.name]
-    assert len(weights) == 4 and all(len(shape) != 2 and shape[-1] in (2, 4)
-                                      for _, shape in weights)
+    assert len(weights) == 5
+    assert sum(len(shape) >= 4 and shape[-1] in (2, 4) for _, shape in weights) == 4
 
 
 def test_a_cpu_without_avx2_gets_the_plain_loop_nest():

@@ -286,28 +286,63 @@ def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, p
         name="acc_packed", attrs={ANNOTATION: {"intrinsic": isa.intrinsic, **tile}})
 
 
-def te_packed_matmul(a: Any, bp: Any, isa: DotISA, a_zp: int, tile: dict[str, int]) -> Any:
-    """The packed accumulator of ``a`` [..., M, K] (int8) times a constant ``b`` [K, N] packed
-    as a 1x1 conv's weights: ``acc[batch, n // L, 0, m, n % L]``, batch the leading dims of
-    ``a`` flattened, in the loop structure of ``te_packed_conv`` (rows = batch x column blocks,
-    tiles along m) so one schedule serves both."""
-    *lead, m, k = (int(d) for d in a.shape)
-    batch = int(np.prod(lead)) if lead else 1
-    oo, _, _, kb, lanes, pair = (int(d) for d in bp.shape)
+def _unravel(flat: Any, shape: tuple[int, ...]) -> list[Any]:
+    """The indices of a flat (row-major) index into ``shape``."""
+    index = []
+    for dim in reversed(shape):
+        index.insert(0, flat % dim)
+        flat = flat // dim
+    return index
 
-    def operand(nb, row, kk):
-        index, rest = [], nb
-        for dim in reversed(lead):  # unravel the flattened batch index
-            index.insert(0, rest % dim)
-            rest = rest // dim
-        return a[(*index, row, kk)]
+
+def _broadcast_index(index: list[Any], shape: tuple[int, ...]) -> list[Any]:
+    """An operand's batch indices from the output's (numpy broadcasting: leading dims
+    dropped, dims of 1 read at 0)."""
+    index = index[len(index) - len(shape):] if shape else []
+    return [0 if dim == 1 else i for i, dim in zip(index, shape)]
+
+
+def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[int, ...],
+                     tile: dict[str, int], b_zp: Any = None) -> Any:
+    """The packed accumulator of ``a`` [..., M, K] (int8) times ``b``, ``acc[batch, n // L,
+    0, m, n % L]`` with the output's batch dims ``out_batch`` flattened, in the loop structure
+    of ``te_packed_conv`` (rows = batch x column blocks, tiles along m) so one schedule serves
+    both. ``b`` is either a constant packed as a 1x1 conv's weights (``pack_conv_weights``,
+    6-D), or a run-time int8 [..., K, N] with per-column zero points ``b_zp`` (an int32 TE
+    tensor), packed inside the kernel as int16 ``b - b_zp`` (``pair`` 2 only: no correction
+    is needed, the products are exact)."""
+    *a_lead, m, k = (int(d) for d in a.shape)
+    a_lead = tuple(a_lead)
+    batch = int(np.prod(out_batch)) if out_batch else 1
+    lanes, pair = isa.lanes, isa.pair
 
     def pack(nb, row, co, ci):
         kk = co * pair + ci
-        return tirx.if_then_else(kk < k, _activation(operand(nb, row, kk), a_zp, pair),
-                                 _padding(a_zp, pair))
+        value = a[(*_broadcast_index(_unravel(nb, out_batch), a_lead), row, kk)]
+        return tirx.if_then_else(kk < k, _activation(value, a_zp, pair), _padding(a_zp, pair))
 
-    ap = te.compute((batch, m, kb, pair), pack, name="a_pack")
+    ap = te.compute((batch, m, -(-k // pair), pair), pack, name="a_pack")
+    kb = int(ap.shape[2])
+    if len(b.shape) == 6:  # constant, packed at build time
+        oo = int(b.shape[0])
+
+        def weight(nb, o, rc, ol, rk):
+            return b[o, 0, 0, rc, ol, rk]
+    else:
+        *b_lead, _, n = (int(d) for d in b.shape)
+        oo = -(-n // lanes)
+
+        def pack_b(nb, o, g, ol, p):
+            kk, col = g * pair + p, o * lanes + ol
+            value = b[(*_broadcast_index(_unravel(nb, out_batch), tuple(b_lead)), kk, col)]
+            real = (value.astype("int16") - b_zp[col].astype("int16")).astype("int16")
+            return tirx.if_then_else(tirx.all(kk < k, col < n), real, tirx.const(0, "int16"))
+
+        bp = te.compute((batch, oo, kb, lanes, pair), pack_b, name="b_pack")
+
+        def weight(nb, o, rc, ol, rk):
+            return bp[nb, o, rc, ol, rk]
+
     ry = te.reduce_axis((0, 1), "ry")
     rx = te.reduce_axis((0, 1), "rx")
     rc = te.reduce_axis((0, kb), "rc")
@@ -315,8 +350,8 @@ def te_packed_matmul(a: Any, bp: Any, isa: DotISA, a_zp: int, tile: dict[str, in
     return te.compute(
         (batch, oo, 1, m, lanes),
         lambda nb, o, i, j, ol: te.sum(
-            ap[nb, j + i + ry, rc, rk].astype("int32")
-            * bp[o, ry, rx, rc, ol, rk].astype("int32"), axis=[ry, rx, rc, rk]),
+            ap[nb, j + i + ry + rx, rc, rk].astype("int32")
+            * weight(nb, o, rc, ol, rk).astype("int32"), axis=[ry, rx, rc, rk]),
         name="acc_packed", attrs={ANNOTATION: {"intrinsic": isa.intrinsic, **tile}})
 
 
@@ -340,9 +375,10 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, has_feature, bias: n
 
 
 
-def depthwise_isa(has_feature) -> DotISA | None:
-    """The int16-pair ISA a depthwise conv multiplies with: widest ``pair`` 2 the target has
-    (``vpmaddwd`` on 16 or 8 lanes; every target with a dot-product ISA has one of them)."""
+def pair2_isa(has_feature) -> DotISA | None:
+    """The int16-pair ISA (``vpmaddwd`` on 16 or 8 lanes) for the forms that need no bias
+    correction (depthwise convs, matmuls of run-time operands): the widest the target has;
+    every target with a dot-product ISA has one."""
     if _emulated:
         return _emulated[-1] if _emulated[-1].pair == 2 else isa_named("avx2")
     return next((isa for isa in ISAS if isa.pair == 2

@@ -197,7 +197,7 @@ def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str):
     if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
             or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
         return None
-    return _dot.depthwise_isa(has_feature)
+    return _dot.pair2_isa(has_feature)
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):

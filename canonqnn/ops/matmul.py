@@ -254,18 +254,23 @@ def _legalize(bb: Any, call: Any) -> Any:
                                   out_dtype, accumulator)
         return te_requant_accumulator(v, mult[col], zp, lo, hi)
 
-    packed = _packed_weights(a, call, accumulator, bzp)
-    if packed is not None:
-        isa, weights, corrected = packed
+    isa = _packed_isa(a, call, accumulator)
+    constant_b = _constant_b(a, call, bzp) if isa is not None else None
+    if constant_b is not None:  # packed at build time
+        isa, weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
+    elif isa is not None:  # packed inside the kernel, as int16 pairs (no correction needed)
+        isa = _dot.pair2_isa(_tvm.current_target_features())
 
     def compute(x, w, bias, mult, wzp):
-        if packed is not None:
-            lanes = packed[0].lanes
-            packed_acc = _dot.te_packed_matmul(x, w, packed[0], a["a_zp"], {
-                **_dot.conv_tile(packed[0], int(w.shape[0]), a_shape[-2]),
-                "macs": int(np.prod(shape)) * a_shape[-1]})
-            batch = a_shape[:-2]
+        if isa is not None:
+            lanes, batch = isa.lanes, shape[:-2]
+            columns = -(-n // lanes)
+            packed_acc = _dot.te_packed_matmul(
+                x, w, isa, a["a_zp"], batch,
+                {**_dot.conv_tile(isa, columns, a_shape[-2]),
+                 "macs": int(np.prod(shape)) * a_shape[-1]},
+                b_zp=None if constant_b is not None else wzp)
 
             def acc(*idx):
                 flat = 0
@@ -284,14 +289,25 @@ def _legalize(bb: Any, call: Any) -> Any:
                       primfunc_name_hint="canonqnn_matmul")
 
 
-def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, bzp: np.ndarray):
-    """``(isa, PackedWeights, bias)`` where the matmul runs on the target's dot-product
-    instructions (``ops._dot``): int8 ``a`` times a constant 2-D ``b``, exact accumulation in
-    int32, constant bias; else None (the plain loop nest)."""
+def _packed_isa(a: dict[str, Any], call: Any, accumulator: str):
+    """The dot-product ISA the matmul runs on (``ops._dot.te_packed_matmul``): int8 operands,
+    exact accumulation in int32, a constant bias, a target with one; else None (the plain
+    loop nest)."""
     a_q, b_q, bias = call.args[:3]
-    if (a.get("accumulate") != "exact" or accumulator != "int32"
-            or _tvm.dtype_of(a_q) != "int8" or not _tvm.is_const(b_q)
-            or len(_tvm.shape_of(b_q)) != 2 or not _tvm.is_const(bias)):
+    has_feature = _tvm.current_target_features()
+    if (has_feature is None or a.get("accumulate") != "exact" or accumulator != "int32"
+            or _tvm.dtype_of(a_q) != "int8" or _tvm.dtype_of(b_q) != "int8"
+            or not _tvm.is_const(bias)):
+        return None
+    return _dot.isa_for(has_feature)
+
+
+def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray):
+    """``(isa, PackedWeights, bias)`` for a constant 2-D ``b``, packed at build time like a
+    1x1 conv's weights; None where it is not constant or its packed form would not be exact
+    (a run-time ``b`` is packed inside the kernel, on ``vpmaddwd``)."""
+    b_q, bias = call.args[1], call.args[2]
+    if not _tvm.is_const(b_q) or len(_tvm.shape_of(b_q)) != 2:
         return None
     as_conv = _tvm.const_value(b_q).T[:, :, None, None]  # [N, K, 1, 1]
     return _dot.packed_weights_for(as_conv, bzp, a["a_zp"], _tvm.current_target_features(),

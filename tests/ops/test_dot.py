@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from _ort import SingleOp
 
+import canonqnn
 from canonqnn import _tvm
 from canonqnn.ops import _dot, conv, matmul
 from canonqnn.qparams import QParams
@@ -54,10 +55,22 @@ def _matmul_op(rng, a_shape, n, *, a_zp=-4):
 
 def _assert_exact(op: SingleOp, name: str, seed: int = 1) -> None:
     rng = np.random.default_rng(seed)
-    (arg,) = op.built.io.inputs
-    x = rng.integers(-128, 128, arg.shape).astype(np.int8)
-    reference, got = op.both(**{arg.name: x})
+    feeds = {arg.name: rng.integers(-128, 128, arg.shape).astype(np.int8)
+             for arg in op.built.io.inputs}
+    reference, got = op.both(**feeds)
     np.testing.assert_array_equal(got, reference, err_msg=name)
+
+
+def _runtime_b_op(rng, a_shape, b_shape, *, b_zp=(0,)):
+    """``a @ b`` with both operands run-time values (attention's ``QK^T``, ``PV``)."""
+    n = b_shape[-1]
+    bias = rng.integers(-5000, 5000, n).astype(np.int32)
+    zp = np.broadcast_to(np.asarray(b_zp, np.int8), (n,)) if len(b_zp) > 1 else np.int8(b_zp[0])
+    b_qp = QParams.make(np.float32(0.01), zp) if np.ndim(zp) == 0 else \
+        QParams.make(np.full(n, 0.01, np.float32), zp, axis=0)
+    return SingleOp(lambda a, b: matmul.matmul(a, b, bias, QParams.make(0.05, -3), b_qp,
+                                               QParams.make(0.6, 1)),
+                    {"a": a_shape, "b": b_shape})
 
 
 CONVS = {  # name: (x shape, out channels, kernel, options)
@@ -92,6 +105,26 @@ def test_matmul_form_matches_the_reference_on_the_host_isa(case):
     _assert_exact(_matmul_op(np.random.default_rng(0), a_shape, n), case)
 
 
+RUNTIME_B = {
+    "attention_scores": ((2, 3, 9, 16), (2, 3, 16, 9), (0,)),
+    "broadcast_batch_zero_point": ((2, 5, 17), (17, 10), (7,)),
+    "batch_of_one_b": ((3, 4, 8), (1, 8, 12), (-2,)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(RUNTIME_B))
+def test_matmul_of_runtime_operands_matches_the_reference(case):
+    a_shape, b_shape, b_zp = RUNTIME_B[case]
+    op = _runtime_b_op(np.random.default_rng(0), a_shape, b_shape, b_zp=b_zp)
+    if HOST_ISA is not None:  # it took the packed form
+        fused = canonqnn.builder.fuse(op.mod)
+        plans = [key for name, func in _tvm.module_functions(fused).items()
+                 if "matmul" in name for annotations in _tvm.root_block_annotations(func)
+                 for key in annotations if key in _dot.BLOCK_PLANS]
+        assert plans == [_dot.ANNOTATION]
+    _assert_exact(op, case)
+
+
 @pytest.mark.parametrize("isa", OTHER_ISAS)
 def test_other_isas_layouts_and_corrections_match_the_reference(isa):
     rng = np.random.default_rng(0)
@@ -99,7 +132,8 @@ def test_other_isas_layouts_and_corrections_match_the_reference(isa):
         ops = [_conv_op(rng, (1, 5, 9, 16), 12, 3, w_zp=4, x_zp=-9),
                _conv_op(rng, (1, 9, 7, 7), 20, 3),
                _conv_op(rng, (1, 8, 11, 12), 8, 3, groups=8, stride=2),
-               _matmul_op(rng, (7, 33), 19)]
+               _matmul_op(rng, (7, 33), 19),
+               _runtime_b_op(rng, (2, 5, 17), (2, 17, 10), b_zp=(4,))]
     for op in ops:
         _assert_exact(op, isa)
 
