@@ -229,7 +229,7 @@ def host_peak() -> tuple[float, str]:
     for it uses, and what it was measured on."""
     from canonqnn.ops import _dot
 
-    isa = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
+    isa = _dot.host_isa()
     if isa is None:
         return 0.0, "no int8 dot-product ISA"
     return measured_peak_gmacs(isa), f"measured on {isa.name} {isa.llvm_intrinsic}"

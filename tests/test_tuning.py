@@ -75,10 +75,9 @@ def test_cli_keeps_the_database_next_to_the_library_and_reuses_it(model, tuned, 
 
 
 def test_kernels_on_the_dot_product_instructions_keep_their_schedule(model, tmp_path):
-    from canonqnn import _tvm
     from canonqnn.ops import _dot
 
-    if _dot.isa_for(_tvm.target_features(_tvm.host_target())) is None:
+    if _dot.host_isa() is None:
         pytest.skip("this host's CPU has no int8 dot-product instruction")
     mod, _ = canonqnn.canonicalize(canonqnn.load(model))
     built = canonqnn.build(mod, tune=TRIALS, tuning_dir=tmp_path / "db")

@@ -90,7 +90,7 @@ def test_a_refused_tensorized_schedule_builds_the_packed_kernel_generically(monk
     from canonqnn import _tvm_dot
     from canonqnn.ops import _dot
 
-    if _dot.isa_for(_tvm.target_features(_tvm.host_target())) is None:
+    if _dot.host_isa() is None:
         pytest.skip("this host's CPU has no int8 dot-product instruction")
 
     def refuse(*_args):

@@ -12,7 +12,8 @@ that block (``canonqnn._tvm_dot``). The forms:
 - ``te_packed_conv``: output channels in lanes, the activation broadcast (rows too short to
   fill a vector).
 - ``te_depthwise_conv``: output pixels in lanes, pairs of kernel rows per instruction.
-- ``te_packed_matmul``: a constant ``b``'s columns in lanes.
+- ``te_packed_matmul``: ``b``'s columns in lanes (a constant ``b`` packed at build time, a
+  run-time one inside the kernel).
 
 Values, for every form:
 
@@ -88,11 +89,23 @@ ISAS = (
 _emulated: list[DotISA] = []  # set by ``emulating`` (tests)
 
 
+def _available(has_feature) -> list[DotISA]:
+    """The ISAs a target with ``has_feature(name) -> bool`` has, in order of preference."""
+    return [isa for isa in ISAS if all(has_feature(f) for f in isa.features)]
+
+
 def isa_for(has_feature) -> DotISA | None:
     """The ISA to use given ``has_feature(name) -> bool`` of the target, or None."""
     if _emulated:
         return _emulated[-1]
-    return next((isa for isa in ISAS if all(has_feature(f) for f in isa.features)), None)
+    return next(iter(_available(has_feature)), None)
+
+
+def host_isa() -> DotISA | None:
+    """The ISA a build for this host's CPU uses."""
+    from .. import _tvm
+
+    return isa_for(_tvm.target_features(_tvm.host_target()))
 
 
 def isa_named(name: str) -> DotISA:
@@ -355,24 +368,18 @@ def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[in
         name="acc_packed", attrs={ANNOTATION: {"intrinsic": isa.intrinsic, **tile}})
 
 
-def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, has_feature, bias: np.ndarray,
-                       rows: bool = False) -> tuple[DotISA, PackedWeights, np.ndarray] | None:
-    """``(isa, packed weights, corrected int32 bias)`` for an int8 conv's (or a 1x1 view of a
-    matmul's) constant weights ``w`` [O, C, KH, KW] on a target with ``has_feature``, packed
-    for the row form (``rows``) or with output channels in lanes; None where no ISA applies
-    or the form would not be exact."""
-    isa = isa_for(has_feature) if has_feature is not None else None
-    if isa is None:
-        return None
+def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, isa: DotISA, bias: np.ndarray,
+                       rows: bool = False) -> tuple[PackedWeights, np.ndarray] | None:
+    """``(packed weights, corrected int32 bias)`` for an int8 conv's (or a 1x1 view of a
+    matmul's) constant weights ``w`` [O, C, KH, KW] on ``isa``, packed for the row form
+    (``rows``) or with output channels in lanes; None where the form would not be exact."""
     weights = (pack_row_weights if rows else pack_conv_weights)(w, w_zp, x_zp, isa)
     if weights is None:
         return None
     biased = np.asarray(bias).astype(np.int64) + weights.bias_correction
     if np.abs(biased).max(initial=0) >= 2**31:
         return None
-    return isa, weights, biased.astype(np.int32)
-
-
+    return weights, biased.astype(np.int32)
 
 
 def pair2_isa(has_feature) -> DotISA | None:
@@ -381,8 +388,7 @@ def pair2_isa(has_feature) -> DotISA | None:
     every target with a dot-product ISA has one."""
     if _emulated:
         return _emulated[-1] if _emulated[-1].pair == 2 else isa_named("avx2")
-    return next((isa for isa in ISAS if isa.pair == 2
-                 and all(has_feature(f) for f in isa.features)), None)
+    return next((isa for isa in _available(has_feature) if isa.pair == 2), None)
 
 
 def row_intrinsic(isa: DotISA) -> str:

@@ -214,10 +214,12 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
     _, _, kh, kw = _tvm.shape_of(w)
     has_feature = _tvm.current_target_features()
     isa = _dot.isa_for(has_feature) if has_feature is not None else None
-    rows = isa is not None and _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)
-    found = _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], has_feature,
+    if isa is None:
+        return None
+    rows = _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)
+    found = _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], isa,
                                     _tvm.const_value(bias), rows=rows)
-    return None if found is None else (*found, rows)
+    return None if found is None else (isa, *found, rows)
 
 
 CONV2D = register(CanonicalOp(

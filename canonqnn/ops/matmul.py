@@ -255,9 +255,9 @@ def _legalize(bb: Any, call: Any) -> Any:
         return te_requant_accumulator(v, mult[col], zp, lo, hi)
 
     isa = _packed_isa(a, call, accumulator)
-    constant_b = _constant_b(a, call, bzp) if isa is not None else None
+    constant_b = _constant_b(a, call, bzp, isa) if isa is not None else None
     if constant_b is not None:  # packed at build time
-        isa, weights, corrected = constant_b
+        weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif isa is not None:  # packed inside the kernel, as int16 pairs (no correction needed)
         isa = _dot.pair2_isa(_tvm.current_target_features())
@@ -302,16 +302,15 @@ def _packed_isa(a: dict[str, Any], call: Any, accumulator: str):
     return _dot.isa_for(has_feature)
 
 
-def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray):
-    """``(isa, PackedWeights, bias)`` for a constant 2-D ``b``, packed at build time like a
-    1x1 conv's weights; None where it is not constant or its packed form would not be exact
-    (a run-time ``b`` is packed inside the kernel, on ``vpmaddwd``)."""
+def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray, isa: Any):
+    """``(PackedWeights, bias)`` for a constant 2-D ``b`` on ``isa``, packed at build time
+    like a 1x1 conv's weights; None where it is not constant or its packed form would not be
+    exact (a run-time ``b`` is packed inside the kernel, on ``vpmaddwd``)."""
     b_q, bias = call.args[1], call.args[2]
     if not _tvm.is_const(b_q) or len(_tvm.shape_of(b_q)) != 2:
         return None
     as_conv = _tvm.const_value(b_q).T[:, :, None, None]  # [N, K, 1, 1]
-    return _dot.packed_weights_for(as_conv, bzp, a["a_zp"], _tvm.current_target_features(),
-                                   _tvm.const_value(bias))
+    return _dot.packed_weights_for(as_conv, bzp, a["a_zp"], isa, _tvm.const_value(bias))
 
 
 MATMUL = register(CanonicalOp(

@@ -32,10 +32,9 @@ def test_kernel_table_prints_mac_rates_against_a_measured_peak(capsys):
 
 
 def test_peak_is_measured_on_the_hosts_instruction():
-    from canonqnn import _tvm
     from canonqnn.ops import _dot
 
-    isa = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
+    isa = _dot.host_isa()
     if isa is None:
         pytest.skip("this host has no int8 dot-product ISA")
     assert 1.0 < _load().measured_peak_gmacs(isa, iterations=100_000) < 10_000.0

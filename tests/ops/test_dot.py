@@ -20,7 +20,7 @@ from canonqnn import _tvm
 from canonqnn.ops import _dot, conv, matmul
 from canonqnn.qparams import QParams
 
-HOST_ISA = _dot.isa_for(_tvm.target_features(_tvm.host_target()))
+HOST_ISA = _dot.host_isa()
 OTHER_ISAS = [isa.name for isa in _dot.ISAS if isa is not HOST_ISA]
 
 
