@@ -304,12 +304,12 @@ def host_target() -> Any:
 
 
 def as_target(target: Any) -> Any:
-    """A TVM target canonqnn can build and run here: the host's CPU by default; a string is
-    TVM's JSON form or the ``kind -key=value`` form older TVMs took (0.27 refuses it). Anything
-    TVM cannot make a target of, another kind than ``llvm``, an unknown ``mcpu`` or another
-    CPU architecture than the host's raises ``CanonqnnError`` (a build is loaded in this
-    process: its interface and kernels are read off the compiled module). Another CPU of the
-    host's architecture builds; ``foreign_instructions`` says whether the code runs here."""
+    """A TVM target canonqnn can build for: the host's CPU by default; a string is TVM's JSON
+    form or the ``kind -key=value`` form older TVMs took (0.27 refuses it). Anything TVM cannot
+    make a target of, another kind than ``llvm`` or an ``mcpu`` LLVM does not know for the
+    target's triple raises ``CanonqnnError``. Another CPU, or another architecture
+    (``mtriple``: cross-compiled), builds; ``foreign_instructions`` says whether the code runs
+    here."""
     from .errors import CanonqnnError, first_line
 
     if target is None:
@@ -325,17 +325,28 @@ def as_target(target: Any) -> Any:
         raise CanonqnnError(f"target {shown!r}: canonqnn builds for the host CPU with TVM's "
                             f"llvm target, not {target.kind.name}")
     codegen = tvm.target.codegen
-    attrs = dict(target.attrs)
-    host = str(codegen.llvm_get_system_triple())
-    triple = str(attrs.get("mtriple", host))
-    if triple.split("-")[0] != host.split("-")[0]:
-        raise CanonqnnError(f"target {shown!r}: {triple} code cannot run on this "
-                            f"{host.split('-')[0]} host, and canonqnn builds for the host")
-    cpu = attrs.get("mcpu")
+    cpu = dict(target.attrs).get("mcpu")
     if cpu is not None and str(cpu) not in codegen.llvm_get_cpu_archlist(target):
-        raise CanonqnnError(f"target {shown!r}: LLVM knows no CPU {str(cpu)!r} (this host's: "
-                            f"{codegen.llvm_get_system_cpu()})")
+        known = (f"this host's: {codegen.llvm_get_system_cpu()}" if is_host_arch(target)
+                 else f"for {target_arch(target)}")
+        raise CanonqnnError(f"target {shown!r}: LLVM knows no CPU {str(cpu)!r} ({known})")
     return target
+
+
+def target_arch(target: Any) -> str:
+    """The CPU architecture of an LLVM target (``x86_64``, ``aarch64``): its triple's first
+    part, the host's when it names no ``mtriple``."""
+    target = tvm.target.Target(target) if isinstance(target, str) else target
+    host = str(tvm.target.codegen.llvm_get_system_triple())
+    return str(dict(target.attrs).get("mtriple", host)).split("-")[0]
+
+
+def is_host_arch(target: Any) -> bool:
+    """Whether code for ``target`` is of this host's architecture (else: cross-compiled)."""
+    return target_arch(target) == target_arch(host_target())
+
+
+
 
 
 def current_target_features() -> Callable[[str], bool] | None:
@@ -355,9 +366,12 @@ def target_features(target: Any) -> Callable[[str], bool]:
 
 def foreign_instructions(target: Any) -> list[str]:
     """The instruction sets code for ``target`` may use that this host's CPU lacks (code built
-    for another CPU stops on an illegal instruction here)."""
+    for another CPU stops on an illegal instruction here): the target's architecture itself
+    where it is not the host's."""
     codegen = tvm.target.codegen
     target = tvm.target.Target(target) if isinstance(target, str) else target
+    if not is_host_arch(target):
+        return [target_arch(target)]
     return sorted(f for f in set(codegen.llvm_get_cpu_features(target))
                   - set(codegen.llvm_get_cpu_features(host_target()))
                   if f.startswith(INSTRUCTION_SET_FEATURES))

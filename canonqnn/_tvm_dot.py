@@ -36,28 +36,46 @@ def register_intrinsics() -> None:
             _registered.add(row_intrinsic(isa))
 
 
-def _operands(isa: DotISA) -> tuple[str, str, str, str]:
-    """The vector types of one instruction: (activations, weights, one lane's activations, one
-    lane's weights); a lane's ``pair`` values are one int32 when broadcast."""
-    if isa.pair == 2:
-        return (f"int16x{2 * isa.lanes}", f"int16x{2 * isa.lanes}", "int16x2", "int16x2")
-    return (f"uint8x{4 * isa.lanes}", f"int8x{4 * isa.lanes}", "uint8x4", "int8x4")
+def _vector(isa: DotISA, dtype: str, parts: int = 1) -> str:
+    """The vector type of one instruction's operand of ``dtype`` (split in ``parts``)."""
+    return f"{dtype}x{isa.pair * isa.lanes // parts}"
 
 
-def _broadcast(T: Any, buffer: Any, one: str, vector: str, lanes: int) -> Any:
-    """One lane's ``pair`` values (an int32) broadcast to every lane, as ``vector``."""
-    return T.reinterpret(T.broadcast(T.reinterpret(buffer.vload([0], one), dtype="int32"),
-                                     lanes), dtype=vector)
+def _one(isa: DotISA, dtype: str) -> str:
+    """One lane's ``pair`` values (an int32 when broadcast)."""
+    return f"{dtype}x{isa.pair}"
+
+
+def _broadcast(T: Any, buffer: Any, isa: DotISA, dtype: str, parts: int) -> Any:
+    """One lane's ``pair`` values broadcast to every lane of a ``parts``-th of the vector."""
+    return T.reinterpret(T.broadcast(T.reinterpret(buffer.vload([0], _one(isa, dtype)),
+                                                   dtype="int32"), isa.lanes // parts),
+                         dtype=_vector(isa, dtype, parts))
+
+
+def _rows(buffer: Any, isa: DotISA, dtype: str, parts: int, part: int) -> Any:
+    """The ``part``-th of ``parts`` pieces of a ``[lanes, pair]`` operand, as it lies."""
+    return buffer.vload([part * isa.lanes // parts, 0], dtype=_vector(isa, dtype, parts))
 
 
 def _accumulate(T: Any, isa: DotISA, acc: Any, activations: Any, weights: Any) -> Any:
-    """``acc`` plus the instruction's lane sums: ``vpdpbusd`` accumulates itself (uint8
-    activations first, int8 weights second); ``vpmaddwd`` returns the sums to add."""
+    """``acc`` plus the instruction's lane sums; ``activations(parts, part)`` and
+    ``weights(parts, part)`` give a piece of each operand. ``vpdpbusd`` and ``sdot``
+    accumulate themselves (activations first); ``vpmaddwd`` returns the sums to add; NEON
+    multiplies each half widening (``smull``: the products of lanes 0-1, then of 2-3) and
+    adds neighbouring products pairwise (``addp``), which leaves lane ``i``'s pair sum in
+    lane ``i``."""
     call = T.llvm_lookup_intrinsic_id(isa.llvm_intrinsic)
     dtype = f"int32x{isa.lanes}"
     if isa.pair == 4:
-        return T.call_llvm_pure_intrin(call, acc, activations, weights, dtype=dtype)
-    return acc + T.call_llvm_pure_intrin(call, activations, weights, dtype=dtype)
+        return T.call_llvm_pure_intrin(call, acc, activations(1, 0), weights(1, 0), dtype=dtype)
+    if isa.pairwise_add is None:
+        return acc + T.call_llvm_pure_intrin(call, activations(1, 0), weights(1, 0),
+                                             dtype=dtype)
+    halves = [T.call_llvm_pure_intrin(call, activations(2, h), weights(2, h), dtype=dtype)
+              for h in (0, 1)]
+    return acc + T.call_llvm_pure_intrin(T.llvm_lookup_intrinsic_id(isa.pairwise_add),
+                                         *halves, dtype=dtype)
 
 
 def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
@@ -66,7 +84,6 @@ def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
     from tvm.script import tirx as T
 
     lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
-    act_vector, wgt_vector, act_one, _ = _operands(isa)
 
     @T.prim_func(s_tir=True)
     def desc(A: T.Buffer((pair,), adt, offset_factor=1),
@@ -90,7 +107,8 @@ def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
             T.writes(C[0:lanes])
             C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
                 T, isa, C.vload([0], dtype=f"int32x{lanes}"),
-                _broadcast(T, A, act_one, act_vector, lanes), B.vload([0, 0], dtype=wgt_vector))
+                lambda parts, _: _broadcast(T, A, isa, adt, parts),
+                lambda parts, part: _rows(B, isa, wdt, parts, part))
 
     return desc, impl
 
@@ -101,7 +119,6 @@ def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
     from tvm.script import tirx as T
 
     lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
-    act_vector, wgt_vector, _, wgt_one = _operands(isa)
 
     @T.prim_func(s_tir=True)
     def desc(A: T.Buffer((lanes, pair), adt, offset_factor=1),
@@ -125,7 +142,8 @@ def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
             T.writes(C[0:lanes])
             C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
                 T, isa, C.vload([0], dtype=f"int32x{lanes}"),
-                A.vload([0, 0], dtype=act_vector), _broadcast(T, B, wgt_one, wgt_vector, lanes))
+                lambda parts, part: _rows(A, isa, adt, parts, part),
+                lambda parts, _: _broadcast(T, B, isa, wdt, parts))
 
     return desc, impl
 

@@ -38,13 +38,15 @@ class Built:
     verification: Any = None  # a reference.Verification when built with verify=True
 
     def __post_init__(self) -> None:
-        self._vm = _tvm.virtual_machine(self.module)
+        self._vm = None  # made at the first run: code of another architecture never loads here
         self._foreign = _tvm.foreign_instructions(self.target)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._foreign:
             raise CanonqnnError(f"this build for {self.target} uses instructions this host's "
                                 f"CPU lacks ({', '.join(self._foreign)}): it cannot run here")
+        if self._vm is None:
+            self._vm = _tvm.virtual_machine(self.module)
         feed = checked_inputs(self.io, inputs)
         args = [_tvm.to_device(feed[info.name]) for info in self.io.inputs]
         result = _tvm.to_numpy(self._vm["main"](*args))
@@ -53,11 +55,21 @@ class Built:
 
     def export(self, path: str | os.PathLike) -> str:
         """Write a shared library (``tvm.runtime.load_module`` loads it) with an integrity
-        record ``load_built`` checks (``canonqnn.integrity``)."""
+        record ``load_built`` checks (``canonqnn.integrity``). A path ending ``.tar`` gets
+        TVM's gzipped tar of the object files instead, which ``tvm.runtime.load_module`` (or
+        ``load_built``) links where it is loaded; a build for another architecture is written
+        only so, as this host has no linker for it. The tar carries no record: gzip's own
+        CRC-32 and length refuse a damaged one before anything is linked."""
         path = os.fspath(path)
+        arch = _tvm.target_arch(self.target)
+        if not _tvm.is_host_arch(self.target) and not path.endswith(".tar"):
+            raise CanonqnnError(f"cannot write the library {path}: this build is {arch} code, "
+                                f"which this host cannot link; write it as a .tar of object "
+                                f"files (the {arch} machine links it when it loads it)")
         try:
             _tvm.export_library(self.module, path)
-            integrity.seal(path)
+            if not path.endswith(".tar"):
+                integrity.seal(path)
         except Exception as exc:  # noqa: BLE001  (TVM's linker step or the file system)
             raise CanonqnnError(f"cannot write the library {path}: {first_line(exc)}") from None
         return path
@@ -152,12 +164,19 @@ def _require_tuning_packages() -> None:
 
 def load_built(path: str | os.PathLike) -> Built:
     """Load a library written by ``Built.export`` (or ``canonqnn build``); one without its
-    integrity record, truncated or modified since is refused before its code is loaded."""
+    integrity record, truncated or modified since is refused before its code is loaded. A
+    ``.tar`` (object files) is linked here first."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CanonqnnError(f"{path}: no such file")
-    integrity.check(path)
-    module = _tvm.load_library(path)
+    if not path.endswith(".tar"):
+        integrity.check(path)
+    try:
+        module = _tvm.load_library(path)
+    except Exception as exc:  # noqa: BLE001  (unpacking or linking a .tar: another arch's)
+        lines = dict.fromkeys(line.strip() for line in str(exc).splitlines() if line.strip())
+        detail = "; ".join(lines)
+        raise CanonqnnError(f"{path}: cannot load it here: {detail[:400]}") from None
     vm = _tvm.virtual_machine(module)
     try:
         io = ModelIO.from_json(str(vm[IO_FUNCTION]()))

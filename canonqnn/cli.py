@@ -128,11 +128,17 @@ def cmd_convert(args) -> int:
 
 
 def cmd_build(args) -> int:
+    from . import _tvm
     from .builder import build
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
-    out = _output_file(args.output or os.path.splitext(args.model)[0] + ".so")
+    # another architecture's code is written as object files, linked where it is loaded
+    suffix = ".so" if _tvm.is_host_arch(_tvm.as_target(args.target)) else ".tar"
+    out = _output_file(args.output or os.path.splitext(args.model)[0] + suffix)
+    if suffix == ".tar" and not out.endswith(".tar"):
+        raise CanonqnnError(f"{out}: a build for another architecture than this host's is "
+                            f"written as a .tar of object files (-o MODEL.tar)")
     mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
     tuning_dir = args.tuning_dir
     if args.tune and tuning_dir is None:
@@ -297,8 +303,10 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build", parents=[model_options],
                        help="model or canonical module -> shared library")
     b.add_argument("model")
-    b.add_argument("-o", "--output", help="library path (default MODEL.so)")
-    b.add_argument("--target", help="TVM target (default: host CPU)")
+    b.add_argument("-o", "--output", help="library path (default MODEL.so; MODEL.tar of object "
+                                          "files for another architecture)")
+    b.add_argument("--target", help="TVM target (default: host CPU); another architecture "
+                                    "(-mtriple=aarch64-linux-gnu) cross-compiles")
     b.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                    help="tune the conv/matmul kernels with MetaSchedule, TRIALS trials in "
                         "total (needs the tune extra); the database is kept in --tuning-dir "

@@ -33,6 +33,18 @@ def test_an_exported_library_loads_and_runs_as_built(built, library, tmp_path):
                                   built.run(FEED)["out0"])
 
 
+def test_a_library_exported_as_tar_is_linked_when_loaded(built, tmp_path):
+    # object files in TVM's gzipped tar, no record: gzip's CRC-32 refuses a damaged one
+    path = built.export(tmp_path / "m.tar")
+    np.testing.assert_array_equal(canonqnn.load_built(path).run(FEED)["out0"],
+                                  built.run(FEED)["out0"])
+    data = open(path, "rb").read()
+    cut = tmp_path / "cut.tar"
+    cut.write_bytes(data[:len(data) // 2])
+    with pytest.raises(CanonqnnError, match="cannot load it here: .*unexpected end of file"):
+        canonqnn.load_built(cut)
+
+
 def _refusal(tmp_path, data: bytes) -> str:
     path = tmp_path / "m.so"
     path.write_bytes(data)

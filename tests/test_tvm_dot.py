@@ -1,5 +1,7 @@
 """Each x86 CPU class gets its own dot-product instruction in the compiled conv and matmul
 kernels, never the saturating ``vpmaddubsw``; a CPU without AVX2 gets the plain loop nest.
+AArch64 builds (cross-compiled) get ``sdot`` with the dot-product extension, NEON's widening
+multiplies and pairwise adds without it.
 
 Builds for other CPUs than the host compile here but do not run (``Built.run`` refuses them);
 their arithmetic is checked on this host by ``tests/ops/test_dot.py`` (``_dot.emulating``).
@@ -78,6 +80,28 @@ def test_each_cpu_class_gets_its_dot_product_instruction(cpu, instruction, regis
     weights = [k.inputs[1] for k in built.kernels.kernels if "conv2d" in k.name
                or "matmul" in k.name]
     assert len(weights) == 5
+    assert sum(len(shape) >= 4 and shape[-1] in (2, 4) for _, shape in weights) == 4
+
+
+def _instruction_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for line in text.splitlines():
+        if line.startswith("\t") and not line.startswith("\t."):
+            counts[line.split()[0]] = counts.get(line.split()[0], 0) + 1
+    return counts
+
+
+@pytest.mark.parametrize("mattr,instructions,absent", [
+    ("+neon,+dotprod", ("sdot",), ()),            # every pair-4 form on sdot
+    ("+neon", ("smull", "addp"), ("sdot",)),      # int16 pairs: widening multiply, pairwise add
+])
+def test_aarch64_builds_get_neon_dot_products(mattr, instructions, absent):
+    built = canonqnn.build(_conv_and_matmul(), f"llvm -mtriple=aarch64-linux-gnu -mattr={mattr}")
+    counts = _instruction_counts(_assembly(built))
+    assert all(counts.get(i, 0) >= 4 for i in instructions), counts
+    assert not any(counts.get(i) for i in absent), counts
+    weights = [k.inputs[1] for k in built.kernels.kernels if "conv2d" in k.name
+               or "matmul" in k.name]
     assert sum(len(shape) >= 4 and shape[-1] in (2, 4) for _, shape in weights) == 4
 
 

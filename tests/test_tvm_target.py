@@ -1,8 +1,8 @@
 """Targets (``_tvm.as_target``): the host CPU by default; the ``llvm -mcpu=...`` string form
-(which TVM 0.27 itself refuses) and TVM's JSON form are taken; what canonqnn cannot build and
-run here is refused naming the target. Code for another CPU builds, but ``Built.run`` refuses
-to run it when it uses instructions this host lacks (``_tvm.foreign_instructions``): AVX-512
-on a host without it, AMX on any AMD host.
+(which TVM 0.27 itself refuses) and TVM's JSON form are taken; what canonqnn cannot build is
+refused naming the target. Code for another CPU or architecture builds, but ``Built.run``
+refuses to run it when it uses instructions this host lacks (``_tvm.foreign_instructions``):
+AVX-512 on a host without it, AMX on any AMD host, any AArch64 code.
 
 Expectations are read off the host's own LLVM CPU features, never assumed: the host varies
 (AVX2-only or AVX-512 x86 CPUs)."""
@@ -51,11 +51,11 @@ def test_tvms_json_form_is_taken():
     ("not-a-target", "TVM cannot make a target of it: "),
     ("cuda", "canonqnn builds for the host CPU with TVM's llvm target, not cuda"),
     ("llvm -mcpu=no-such-cpu", f"LLVM knows no CPU 'no-such-cpu' (this host's: {HOST_CPU})"),
-    ("llvm -mtriple=aarch64-linux-gnu -mattr=+neon", "aarch64-linux-gnu code cannot run on this "),
+    ("llvm -mtriple=aarch64-linux-gnu -mcpu=znver3", "LLVM knows no CPU 'znver3' (for aarch64)"),
     ("llvm -nonsense=1", "TVM cannot make a target of it: Unknown config option 'nonsense'"),
     ("llvm -mcpu", "TVM cannot make a target of it: '-mcpu' is not -key=value"),
 ], ids=["garbage", "cuda", "unknown-mcpu", "aarch64", "unknown-option", "no-value"])
-def test_a_target_canonqnn_cannot_build_and_run_here_is_refused_naming_it(target, reason):
+def test_a_target_canonqnn_cannot_build_is_refused_naming_it(target, reason):
     with pytest.raises(CanonqnnError) as info:
         _tvm.as_target(target)
     assert str(info.value).startswith(f"target {target!r}: {reason}"), str(info.value)
@@ -103,3 +103,16 @@ def test_a_build_for_a_cpu_with_instructions_the_host_lacks_is_refused_at_run(ad
         built.run(FEED)
     assert str(info.value) == (f"this build for {built.target} uses instructions this host's "
                                f"CPU lacks ({', '.join(foreign)}): it cannot run here")
+
+
+def test_a_build_for_another_architecture_compiles_and_is_refused_at_run(add_module, tmp_path):
+    built = canonqnn.build(add_module, "llvm -mtriple=aarch64-linux-gnu -mattr=+neon")
+    assert _tvm.foreign_instructions(built.target) == ["aarch64"]
+    with pytest.raises(CanonqnnError, match=r"lacks \(aarch64\): it cannot run here"):
+        built.run(FEED)
+    with pytest.raises(CanonqnnError, match="this build is aarch64 code, which this host "
+                                            "cannot link; write it as a .tar"):
+        built.export(tmp_path / "m.so")
+    library = built.export(tmp_path / "m.tar")  # object files, linked where they are loaded
+    with pytest.raises(CanonqnnError, match="cannot load it here: .*file in wrong format"):
+        canonqnn.load_built(library)

@@ -55,7 +55,13 @@ MAX_CORRECTED_K = 65_000  # pair 4: (128 + x_zp) * sum(w) and the raw sum stay i
 @dataclass(frozen=True)
 class DotISA:
     """One integer dot-product instruction: ``lanes`` int32 outputs, each the sum of ``pair``
-    products, with ``registers`` vector registers to hold an output tile in."""
+    products, with ``registers`` vector registers to hold an output tile in.
+
+    ``pair2`` names the int16-pair ISA of the same CPUs (the forms that need no build-time
+    correction: depthwise convs, matmuls of run-time operands). ``act_dtype`` is how a pair-4
+    instruction reads activations: ``uint8`` (``vpdpbusd``: ``x + 128``) or ``int8`` (``sdot``:
+    ``x`` itself). ``pairwise_add`` is set where the CPU has no int16 pair dot product (NEON):
+    the pairs are then summed from two widening multiplies by that instruction."""
 
     name: str
     features: tuple[str, ...]  # LLVM target features the instruction needs
@@ -63,26 +69,37 @@ class DotISA:
     pair: int
     llvm_intrinsic: str
     registers: int
+    pair2: str
+    act_dtype: str = "int16"
+    pairwise_add: str | None = None
 
     @property
     def intrinsic(self) -> str:
         return f"canonqnn_dot_{self.lanes}x{self.pair}_{self.name}"
 
     @property
-    def act_dtype(self) -> str:
-        return "uint8" if self.pair == 4 else "int16"
+    def act_shift(self) -> int:
+        """What a pair-4 activation adds to ``x`` (its correction: ``_real_weights``)."""
+        return UINT8_SHIFT if self.act_dtype == "uint8" else 0
 
     @property
     def weight_dtype(self) -> str:
         return "int8" if self.pair == 4 else "int16"
 
 
-# In order of preference; the first whose features the target has is used.
+# In order of preference; the first whose features the target has is used. The AArch64 ones
+# are built (cross-compiled) but never run on this project's x86 machines: their arithmetic
+# is checked here through ``emulating``, their instructions in the compiled code.
 ISAS = (
-    DotISA("avx512_vnni", ("avx512vnni", "avx512bw"), 16, 4, "llvm.x86.avx512.vpdpbusd.512", 32),
-    DotISA("avx_vnni", ("avxvnni",), 8, 4, "llvm.x86.avx512.vpdpbusd.256", 16),
-    DotISA("avx512bw", ("avx512bw",), 16, 2, "llvm.x86.avx512.pmaddw.d.512", 32),
-    DotISA("avx2", ("avx2",), 8, 2, "llvm.x86.avx2.pmadd.wd", 16),
+    DotISA("avx512_vnni", ("avx512vnni", "avx512bw"), 16, 4, "llvm.x86.avx512.vpdpbusd.512", 32,
+           "avx512bw", "uint8"),
+    DotISA("avx_vnni", ("avxvnni",), 8, 4, "llvm.x86.avx512.vpdpbusd.256", 16, "avx2", "uint8"),
+    DotISA("avx512bw", ("avx512bw",), 16, 2, "llvm.x86.avx512.pmaddw.d.512", 32, "avx512bw"),
+    DotISA("avx2", ("avx2",), 8, 2, "llvm.x86.avx2.pmadd.wd", 16, "avx2"),
+    DotISA("neon_dotprod", ("neon", "dotprod"), 4, 4, "llvm.aarch64.neon.sdot.v4i32.v16i8", 32,
+           "neon", "int8"),
+    DotISA("neon", ("neon",), 4, 2, "llvm.aarch64.neon.smull.v4i32", 32, "neon",
+           pairwise_add="llvm.aarch64.neon.addp.v4i32"),
 )
 
 
@@ -151,21 +168,25 @@ def _real_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int, isa: DotISA):
     if isa.pair == 4:
         if wz.min(initial=0) < -128 or wz.max(initial=0) > 127 or c * kh * kw > MAX_CORRECTED_K:
             return None
-        correction = -(UINT8_SHIFT + x_zp) * wz.sum(axis=(1, 2, 3))
+        correction = -(isa.act_shift + x_zp) * wz.sum(axis=(1, 2, 3))
     return wz, correction
 
 
-def _activation(v: Any, x_zp: int, pair: int) -> Any:
-    """An int8 activation as the instruction reads it: ``int16(v) - x_zp`` (pair 2) or
-    ``uint8(v + 128)`` (pair 4)."""
-    if pair == 2:
+def _activation(v: Any, x_zp: int, isa: DotISA) -> Any:
+    """An int8 activation as the instruction reads it: ``int16(v) - x_zp`` (pair 2),
+    ``uint8(v + 128)`` (``vpdpbusd``) or ``v`` (``sdot``)."""
+    if isa.pair == 2:
         return (v.astype("int16") - tirx.const(x_zp, "int16")).astype("int16")
-    return (v.astype("int32") + UINT8_SHIFT).astype("uint8")
+    if isa.act_shift == 0:
+        return v
+    return (v.astype("int32") + isa.act_shift).astype(isa.act_dtype)
 
 
-def _padding(x_zp: int, pair: int) -> Any:
+def _padding(x_zp: int, isa: DotISA) -> Any:
     """The real zero as ``_activation`` writes it (padding, and channels past the last)."""
-    return tirx.const(0, "int16") if pair == 2 else tirx.const(x_zp + UINT8_SHIFT, "uint8")
+    if isa.pair == 2:
+        return tirx.const(0, "int16")
+    return tirx.const(x_zp + isa.act_shift, isa.act_dtype)
 
 
 def pack_conv_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
@@ -209,7 +230,7 @@ def rows_fit(out_width: int, isa: DotISA) -> bool:
 
 
 def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
-                out_hw: tuple[int, int], tile: dict[str, int]) -> Any:
+                out_hw: tuple[int, int], tile: dict[str, int], groups: int = 1) -> Any:
     """The int32 accumulator ``acc[n, o, i, j]`` (j padded to whole vectors) of an int8 NCHW
     ``x`` and ``pack_row_weights`` ``wr``, output pixels in lanes: the output stays NCHW.
 
@@ -218,38 +239,53 @@ def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padd
     row of every channel together, in cache while a tile reads it), so
     ``lanes`` outputs of a row read ``lanes x pair`` contiguous values for each channel group
     and tap: one instruction with the ``pair`` weights broadcast. Values and padding as in
-    ``te_packed_conv`` (int16 ``x - x_zp`` with 0, or uint8 ``x + 128`` with ``x_zp + 128``)."""
+    ``te_packed_conv`` (int16 ``x - x_zp`` with 0, or uint8 ``x + 128`` with ``x_zp + 128``).
+    With ``groups``, each group's channels are padded to whole pairs (``_grouped``)."""
     n, c, h, wd = (int(d) for d in x.shape)
-    o, kh, kw, cb, pair = (int(d) for d in wr.shape)
+    o, kh, kw, cgb, pair = (int(d) for d in wr.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
     owp = -(-ow // isa.lanes) * isa.lanes
     rows = (oh - 1) * sh + (kh - 1) * dh + 1
     cols = owp + ((kw - 1) * dw) // sw
+    channel, block = _grouped(c, groups, cgb, pair, o)
 
     def pad(nn, ch, y, xx):  # TIR's if_then_else reads x only where the test holds
-        inside = tirx.all(ch < c, y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
-        return tirx.if_then_else(inside, _activation(x[nn, ch, y - pt, xx - pl], x_zp, pair),
-                                 _padding(x_zp, pair))
+        real, exists = channel(ch)
+        inside = tirx.all(exists, y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
+        return tirx.if_then_else(inside, _activation(x[nn, real, y - pt, xx - pl], x_zp, isa),
+                                 _padding(x_zp, isa))
 
-    xpad = te.compute((n, cb * pair, rows, cols * sw), pad, name="x_pad")
-    xp = te.compute((n, rows, cb, sw, cols, pair), lambda nn, y, g, phase, xo, k: xpad[
+    xpad = te.compute((n, groups * cgb * pair, rows, cols * sw), pad, name="x_pad")
+    xp = te.compute((n, rows, groups * cgb, sw, cols, pair), lambda nn, y, g, phase, xo, k: xpad[
         nn, g * pair + k, y, xo * sw + phase], name="x_pack")
     ry = te.reduce_axis((0, kh), "ry")
     rx = te.reduce_axis((0, kw), "rx")
-    rc = te.reduce_axis((0, cb), "rc")
+    rc = te.reduce_axis((0, cgb), "rc")
     rk = te.reduce_axis((0, pair), "rk")
     return te.compute(
         (n, o, oh, owp),
         lambda nn, oc, i, j: te.sum(
-            xp[nn, i * sh + ry * dh, rc, (rx * dw) % sw, j + (rx * dw) // sw, rk]
+            xp[nn, i * sh + ry * dh, block(oc, rc), (rx * dw) % sw, j + (rx * dw) // sw, rk]
             .astype("int32") * wr[oc, ry, rx, rc, rk].astype("int32"), axis=[ry, rx, rc, rk]),
         name="acc_rows", attrs={ROWS: {"intrinsic": row_intrinsic(isa), "lanes": isa.lanes,
                                        "borders": [pl, wd], **tile,
-                                       "macs": n * o * oh * ow * c * kh * kw,
+                                       "macs": n * o * oh * ow * (c // groups) * kh * kw,
                                        # what the outer loop keeps in cache: input rows, or
                                        # a block's weights where the weights are larger
                                        "rows_outer": int(o * kh * kw <= rows * sw * cols)}})
+
+
+def _grouped(c: int, groups: int, cgb: int, pair: int, o: int):
+    """How a packed input of ``groups`` groups reads ``x``: each group's ``c / groups``
+    channels padded to ``cgb`` whole pairs. Returns ``channel(ch) -> (x's channel, whether
+    it exists)`` for a packed channel and ``block(oc, rc)``, the packed pair block output
+    channel ``oc`` reads at reduction step ``rc`` (one group: ``rc`` itself)."""
+    if groups == 1:
+        return (lambda ch: (ch, ch < c)), (lambda oc, rc: rc)
+    cg, opg, width = c // groups, o // groups, cgb * pair
+    return ((lambda ch: ((ch // width) * cg + ch % width, ch % width < cg)),
+            (lambda oc, rc: (oc // opg) * cgb + rc))
 
 
 def row_tile(isa: DotISA, out_channels: int, out_width: int) -> dict[str, int]:
@@ -271,30 +307,32 @@ def row_tile(isa: DotISA, out_channels: int, out_width: int) -> dict[str, int]:
 
 
 def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
-                   out_hw: tuple[int, int], tile: dict[str, int]) -> Any:
+                   out_hw: tuple[int, int], tile: dict[str, int], groups: int = 1) -> Any:
     """The packed accumulator ``acc[n, o // L, i, j, o % L]`` (int32, TE) of an int8 NCHW ``x``
     and packed weights ``wp``; its reduction block carries ``tile`` (the schedule's tile and
-    the conv's multiply-accumulates, ``macs``)."""
+    the conv's multiply-accumulates, ``macs``). With ``groups``, a group's output channels
+    are whole vectors (``L`` divides them) and its input channels whole pairs (``_grouped``)."""
     n, c, h, w = (int(d) for d in x.shape)
-    oo, kh, kw, cp, lanes, pair = (int(d) for d in wp.shape)
+    oo, kh, kw, cgb, lanes, pair = (int(d) for d in wp.shape)
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
     oh, ow = out_hw
+    channel, block = _grouped(c, groups, cgb, pair, oo * lanes)
 
     def pack(nn, y, xx, co, ci):  # TIR's if_then_else reads x only where the test holds
-        ch = co * pair + ci
-        inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < w + pl, ch < c)
-        return tirx.if_then_else(inside, _activation(x[nn, ch, y - pt, xx - pl], x_zp, pair),
-                                 _padding(x_zp, pair))
+        real, exists = channel(co * pair + ci)
+        inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < w + pl, exists)
+        return tirx.if_then_else(inside, _activation(x[nn, real, y - pt, xx - pl], x_zp, isa),
+                                 _padding(x_zp, isa))
 
-    xp = te.compute((n, h + pt + pb, w + pl + pr, cp, pair), pack, name="x_pack")
+    xp = te.compute((n, h + pt + pb, w + pl + pr, groups * cgb, pair), pack, name="x_pack")
     ry = te.reduce_axis((0, kh), "ry")
     rx = te.reduce_axis((0, kw), "rx")
-    rc = te.reduce_axis((0, cp), "rc")
+    rc = te.reduce_axis((0, cgb), "rc")
     rk = te.reduce_axis((0, pair), "rk")
     return te.compute(
         (n, oo, oh, ow, lanes),
         lambda nn, o, i, j, ol: te.sum(
-            xp[nn, i * sh + ry * dh, j * sw + rx * dw, rc, rk].astype("int32")
+            xp[nn, i * sh + ry * dh, j * sw + rx * dw, block(o * lanes, rc), rk].astype("int32")
             * wp[o, ry, rx, rc, ol, rk].astype("int32"), axis=[ry, rx, rc, rk]),
         name="acc_packed", attrs={ANNOTATION: {"intrinsic": isa.intrinsic, **tile}})
 
@@ -332,7 +370,7 @@ def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[in
     def pack(nb, row, co, ci):
         kk = co * pair + ci
         value = a[(*_broadcast_index(_unravel(nb, out_batch), a_lead), row, kk)]
-        return tirx.if_then_else(kk < k, _activation(value, a_zp, pair), _padding(a_zp, pair))
+        return tirx.if_then_else(kk < k, _activation(value, a_zp, isa), _padding(a_zp, isa))
 
     ap = te.compute((batch, m, -(-k // pair), pair), pack, name="a_pack")
     kb = int(ap.shape[2])
@@ -383,12 +421,10 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, isa: DotISA, bias: n
 
 
 def pair2_isa(has_feature) -> DotISA | None:
-    """The int16-pair ISA (``vpmaddwd`` on 16 or 8 lanes) for the forms that need no bias
-    correction (depthwise convs, matmuls of run-time operands): the widest the target has;
-    every target with a dot-product ISA has one."""
-    if _emulated:
-        return _emulated[-1] if _emulated[-1].pair == 2 else isa_named("avx2")
-    return next((isa for isa in _available(has_feature) if isa.pair == 2), None)
+    """The int16-pair ISA for the forms that need no bias correction (depthwise convs,
+    matmuls of run-time operands): the ``pair2`` of the ISA ``isa_for`` picks."""
+    isa = isa_for(has_feature)
+    return None if isa is None else isa_named(isa.pair2)
 
 
 def row_intrinsic(isa: DotISA) -> str:
@@ -431,8 +467,8 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
 
     def pad(nn, cc, yy, xx):  # TIR's if_then_else reads x only where the test holds
         inside = tirx.all(yy >= pt, yy < h + pt, xx >= pl, xx < wd + pl)
-        return tirx.if_then_else(inside, _activation(x[nn, cc, yy - pt, xx - pl], x_zp, 2),
-                                 _padding(x_zp, 2))
+        return tirx.if_then_else(inside, _activation(x[nn, cc, yy - pt, xx - pl], x_zp, isa),
+                                 _padding(x_zp, isa))
 
     # padded wide and tall enough for every read of the pack below, which then tests nothing
     xpad = te.compute((n, c, rows + dh, cols * sw), pad, name="x_pad")

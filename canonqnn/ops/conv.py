@@ -145,14 +145,15 @@ def _legalize(bb: Any, call: Any) -> Any:
         n, c = (int(d) for d in x.shape[:2])
         if packed is not None and rows:  # output pixels in lanes: NCHW already
             acc = _dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
-                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow))
+                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow),
+                                   a["groups"])
             return lambda nn, oo, i, j: acc[nn, oo, i, j]
         if packed is not None:  # output channels in lanes
             lanes = isa.lanes
             acc = _dot.te_packed_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
                                       a["padding"], (oh, ow),
                                       {**_dot.conv_tile(isa, int(w.shape[0]), ow),
-                                       "macs": n * o * oh * ow * c * kh * kw})
+                                       "macs": n * o * oh * ow * cg * kh * kw}, a["groups"])
             return lambda nn, oo, i, j: acc[nn, oo // lanes, i, j, oo % lanes]
         if depthwise is not None:
             acc = _dot.te_depthwise_conv(x, w, depthwise, a["x_zp"], a["strides"],
@@ -202,21 +203,25 @@ def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str):
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
     """``(isa, PackedWeights, bias, rows)`` where the conv runs on the target's dot-product
-    instructions (``ops._dot``): an int8 conv of one group with constant weights and bias and
-    an int32 accumulator; else None (the plain loop nest). ``rows``: output pixels in lanes
-    (``te_row_conv``), where the output row fills the vectors; else output channels in lanes
-    (``te_packed_conv``)."""
+    instructions (``ops._dot``): an int8 conv with constant weights and bias and an int32
+    accumulator, not depthwise (``_depthwise_isa``'s); else None (the plain loop nest).
+    ``rows``: output pixels in lanes (``te_row_conv``), where the output row fills the
+    vectors; else output channels in lanes (``te_packed_conv``), where each group's output
+    channels fill whole vectors."""
     x, w, bias = call.args[:3]
-    if (a["groups"] != 1 or accumulator != "int32" or _tvm.dtype_of(x) != "int8"
-            or not _tvm.is_const(w) or not _tvm.is_const(bias)):
+    if (accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
+            or not _tvm.is_const(bias)):
         return None
-    _, _, h, wd = _tvm.shape_of(x)
-    _, _, kh, kw = _tvm.shape_of(w)
+    _, c, h, wd = _tvm.shape_of(x)
+    o, _, kh, kw = _tvm.shape_of(w)
+    groups = a["groups"]
     has_feature = _tvm.current_target_features()
     isa = _dot.isa_for(has_feature) if has_feature is not None else None
-    if isa is None:
+    if isa is None or groups == c == o > 1:  # depthwise: its own form
         return None
     rows = _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)
+    if not rows and (o // groups) % isa.lanes:
+        return None
     found = _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], isa,
                                     _tvm.const_value(bias), rows=rows)
     return None if found is None else (isa, *found, rows)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tarfile
 
 import numpy as np
 import onnx
@@ -77,6 +78,18 @@ def test_convert_build_run_keep_names_and_match_parity_inputs(tmp_path, quantize
     ref = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"]).run(
         None, {"input": x})[0]
     assert logits.shape == ref.shape
+
+
+def test_build_for_another_architecture_writes_object_files(tmp_path, quantized_model, capsys):
+    model_path = _save(quantized_model("mobilenet_v1", "qdq", "u8", True), tmp_path / "m.onnx")
+    target = "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod"
+    assert main(["build", model_path, "--target", target, "-o", str(tmp_path / "m.so")]) == \
+        EXIT_ERROR
+    assert "is written as a .tar of object files (-o MODEL.tar)" in capsys.readouterr().err
+    assert main(["build", model_path, "--target", target]) == 0  # default: MODEL.tar
+    assert f"wrote {tmp_path / 'm.tar'}" in capsys.readouterr().out
+    with tarfile.open(tmp_path / "m.tar") as tar:
+        assert any(name.endswith(".o") for name in tar.getnames())
 
 
 def test_numerics_verify_and_reference_run_from_the_command_line(tmp_path, quantized_model,

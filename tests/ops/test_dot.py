@@ -3,8 +3,9 @@ conv2d with output pixels or output channels in lanes, depthwise conv, matmul wi
 ``b``, for every dot-product ISA.
 
 The host's own ISA runs tensorized; the others are legalized with ``_dot.emulating`` and run
-untensorized, so their layouts, uint8 shift and bias correction are checked on any x86 host
-(only the instruction itself is not: ``tests/test_tvm_dot.py`` checks it is emitted). Every
+untensorized, so their layouts, shifts and bias corrections (AArch64's included) are checked
+on any x86 host (only the instruction itself is not: ``tests/test_tvm_dot.py`` checks it is
+emitted). Every
 result is compared with the op's numpy reference, bit for bit; the plain path's agreement with
 onnxruntime is ``test_conv.py``'s and ``test_matmul.py``'s.
 """
@@ -15,8 +16,7 @@ import numpy as np
 import pytest
 from _ort import SingleOp
 
-import canonqnn
-from canonqnn import _tvm
+from canonqnn import _tvm, builder
 from canonqnn.ops import _dot, conv, matmul
 from canonqnn.qparams import QParams
 
@@ -85,7 +85,12 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "depthwise": ((1, 12, 10, 16), 12, 3, dict(groups=12)),
     "depthwise_batch_of_two": ((2, 8, 6, 8), 8, 3, dict(groups=8)),
     "depthwise_strided_5x5": ((1, 8, 15, 17), 8, 5, dict(groups=8, stride=2, w_zp=3)),
+    "grouped_rows": ((1, 12, 6, 16), 18, 3, dict(groups=3, x_zp=-5)),
+    "grouped_odd_channels": ((1, 15, 5, 16), 10, 3, dict(groups=5, w_zp=2)),
+    "grouped_channel_lanes": ((1, 32, 5, 5), 32, 3, dict(groups=2)),
+    "channel_multiplier": ((1, 4, 6, 16), 8, 3, dict(groups=4, stride=2)),
 }
+GROUPED = [case for case in CONVS if "grouped" in case or case == "channel_multiplier"]
 MATMULS = {
     "dense": ((1, 40), 24),
     "rows_not_whole_tiles": ((7, 33), 19),
@@ -97,6 +102,19 @@ MATMULS = {
 def test_conv_forms_match_the_reference_on_the_host_isa(case):
     x_shape, o, k, options = CONVS[case]
     _assert_exact(_conv_op(np.random.default_rng(0), x_shape, o, k, **options), case)
+
+
+@pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot product")
+def test_grouped_convs_take_a_packed_form():
+    # rows for groups of any width, output channels in lanes where a group fills vectors
+    for case in GROUPED:
+        x_shape, o, k, options = CONVS[case]
+        fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k, **options).mod)
+        plans = [key for name, func in _tvm.module_functions(fused).items()
+                 if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
+                 for key in annotations if key in _dot.BLOCK_PLANS]
+        rows = _dot.rows_fit(x_shape[3] // options.get("stride", 1), HOST_ISA)
+        assert plans == [_dot.ROWS if rows else _dot.ANNOTATION], case
 
 
 @pytest.mark.parametrize("case", sorted(MATMULS))
@@ -117,7 +135,7 @@ def test_matmul_of_runtime_operands_matches_the_reference(case):
     a_shape, b_shape, b_zp = RUNTIME_B[case]
     op = _runtime_b_op(np.random.default_rng(0), a_shape, b_shape, b_zp=b_zp)
     if HOST_ISA is not None:  # it took the packed form
-        fused = canonqnn.builder.fuse(op.mod)
+        fused = builder.fuse(op.mod)
         plans = [key for name, func in _tvm.module_functions(fused).items()
                  if "matmul" in name for annotations in _tvm.root_block_annotations(func)
                  for key in annotations if key in _dot.BLOCK_PLANS]
@@ -155,27 +173,36 @@ def test_pair4_weights_outside_int8_fall_back_to_the_plain_form():
     assert _dot.pack_conv_weights(w, np.array([5]), 0, _dot.isa_named("avx2")) is not None
 
 
-def test_bias_correction_makes_the_unsigned_sum_exact():
+@pytest.mark.parametrize("isa,shift", [("avx512_vnni", 128), ("avx_vnni", 128),
+                                       ("neon_dotprod", 0)])
+def test_bias_correction_makes_the_shifted_sum_exact(isa, shift):
+    # vpdpbusd reads uint8 x + 128, sdot int8 x: the correction restores sum((x - x_zp) * w)
     rng = np.random.default_rng(3)
     w = rng.integers(-128, 128, (4, 3, 2, 2)).astype(np.int8)
     x = rng.integers(-128, 128, (3, 2, 2)).astype(np.int64)
     x_zp = -11
-    packed = _dot.pack_conv_weights(w, np.zeros(4, np.int8), x_zp, _dot.isa_named("avx512_vnni"))
-    shifted = ((x + 128)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
+    packed = _dot.pack_conv_weights(w, np.zeros(4, np.int8), x_zp, _dot.isa_named(isa))
+    assert _dot.isa_named(isa).act_shift == shift
+    shifted = ((x + shift)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
     exact = ((x - x_zp)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
     np.testing.assert_array_equal(shifted + packed.bias_correction, exact)
 
 
-@pytest.mark.parametrize("features,expected", [
-    ({"avx2", "avx512bw", "avx512vnni"}, "avx512_vnni"),
-    ({"avx2", "avxvnni"}, "avx_vnni"),
-    ({"avx2", "avx512bw"}, "avx512bw"),
-    ({"avx2"}, "avx2"),
-    (set(), None),
+@pytest.mark.parametrize("features,expected,pair2", [
+    ({"avx2", "avx512bw", "avx512vnni"}, "avx512_vnni", "avx512bw"),
+    ({"avx2", "avxvnni"}, "avx_vnni", "avx2"),
+    ({"avx2", "avx512bw"}, "avx512bw", "avx512bw"),
+    ({"avx2"}, "avx2", "avx2"),
+    ({"neon", "dotprod"}, "neon_dotprod", "neon"),
+    ({"neon"}, "neon", "neon"),
+    (set(), None, None),
 ])
-def test_isa_is_chosen_from_the_target_features(features, expected):
-    isa = _dot.isa_for(features.__contains__)
+def test_isa_is_chosen_from_the_target_features(features, expected, pair2):
+    isa, pairs = _dot.isa_for(features.__contains__), _dot.pair2_isa(features.__contains__)
     assert (isa.name if isa else None) == expected
+    assert (pairs.name if pairs else None) == pair2
+    if pairs is not None:  # depthwise convs and run-time matmuls need the target's own pairs
+        assert all(f in features for f in pairs.features)
 
 
 def test_tiles_divide_the_loops_they_split():
