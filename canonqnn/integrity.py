@@ -8,7 +8,9 @@ one file to copy, and the dynamic loader maps only what the ELF headers name, so
 the trailer.
 
 This tells a library as exported from a damaged or edited one, not a trusted one from a hostile
-one: anyone can write a trailer.
+one: anyone can write a trailer. A ``.tar`` export (object files, linked when loaded) has no
+trailer: it is gzipped, and gzip's own CRC-32 and length refuse damaged bytes before anything
+is linked.
 """
 
 from __future__ import annotations

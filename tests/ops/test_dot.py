@@ -17,7 +17,7 @@ import pytest
 from _ort import SingleOp
 
 from canonqnn import _tvm, builder
-from canonqnn.ops import _dot, conv, matmul
+from canonqnn.ops import _dot, conv, conv_transpose, matmul
 from canonqnn.qparams import QParams
 
 HOST_ISA = _dot.host_isa()
@@ -115,6 +115,23 @@ def test_grouped_convs_take_a_packed_form():
                  for key in annotations if key in _dot.BLOCK_PLANS]
         rows = _dot.rows_fit(x_shape[3] // options.get("stride", 1), HOST_ISA)
         assert plans == [_dot.ROWS if rows else _dot.ANNOTATION], case
+
+
+@pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot-product")
+def test_conv_transpose_runs_as_the_packed_conv_of_its_upsampled_input():
+    rng = np.random.default_rng(2)
+    w = rng.integers(-128, 128, (8, 3, 4, 4)).astype(np.int8)  # [C, O/G, kh, kw], 2 groups
+    op = SingleOp(lambda x: conv_transpose.conv2d_transpose(
+        x, _tvm.const(w, "int8"), rng.integers(-900, 900, 6).astype(np.int32),
+        QParams.make(0.1, 3), QParams.make(np.full(6, 0.01, np.float32), np.zeros(6, np.int8),
+                                           axis=0), QParams.make(0.2, -1),
+        strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(0, 0), dilation=(1, 1),
+        groups=2), {"x": (1, 8, 7, 8)})
+    plans = [key for name, func in _tvm.module_functions(builder.fuse(op.mod)).items()
+             if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
+             for key in annotations if key in _dot.BLOCK_PLANS]
+    assert plans == [_dot.ROWS]
+    _assert_exact(op, "conv_transpose")
 
 
 @pytest.mark.parametrize("case", sorted(MATMULS))
