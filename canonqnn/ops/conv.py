@@ -220,7 +220,7 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
     if isa is None or groups == c == o > 1:  # depthwise: its own form
         return None
     rows = _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)
-    if not rows and (o // groups) % isa.lanes:
+    if not rows and groups > 1 and (o // groups) % isa.lanes:
         return None
     found = _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], isa,
                                     _tvm.const_value(bias), rows=rows)

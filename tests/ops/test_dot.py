@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from _ort import SingleOp
+from tvm import relax
 
 from canonqnn import _tvm, builder
 from canonqnn.ops import _dot, conv, conv_transpose, matmul
@@ -24,8 +25,13 @@ HOST_ISA = _dot.host_isa()
 OTHER_ISAS = [isa.name for isa in _dot.ISAS if isa is not HOST_ISA]
 
 
-def _conv_op(rng, x_shape, o, k, *, stride=1, dilation=1, pad=None, groups=1, w_zp=0,
-             x_zp=3, out_dtype="int8"):
+def _conv_op(rng, x_shape, o, k, **options):
+    return SingleOp(_conv_call(rng, x_shape, o, k, **options), {"x": x_shape})
+
+
+def _conv_call(rng, x_shape, o, k, *, stride=1, dilation=1, pad=None, groups=1, w_zp=0,
+               x_zp=3, out_dtype="int8"):
+    """``x -> canonqnn.conv2d`` with random weights and bias."""
     c = x_shape[1]
     pad = k // 2 if pad is None else pad
     w = rng.integers(-128, 128, (o, c // groups, k, k)).astype(np.int8)
@@ -36,10 +42,10 @@ def _conv_op(rng, x_shape, o, k, *, stride=1, dilation=1, pad=None, groups=1, w_
     w_qp = QParams.make(np.ones(o, np.float32) if raw else rng.uniform(0.002, 0.02, o).astype(
         np.float32), np.full(o, w_zp, np.int8), axis=0)
     out_qp = QParams.make(1.0, 0, dtype="int32") if raw else QParams.make(0.9, -7)
-    return SingleOp(lambda x: conv.conv2d(
+    return lambda x: conv.conv2d(
         x, _tvm.const(w, "int8"), bias, QParams.make(1.0 if raw else 0.05, x_zp), w_qp, out_qp,
         strides=(stride, stride), padding=(pad,) * 4, dilation=(dilation, dilation),
-        groups=groups), {"x": x_shape})
+        groups=groups)
 
 
 def _matmul_op(rng, a_shape, n, *, a_zp=-4):
@@ -76,6 +82,7 @@ def _runtime_b_op(rng, a_shape, b_shape, *, b_zp=(0,)):
 CONVS = {  # name: (x shape, out channels, kernel, options)
     "3x3_rows": ((1, 5, 9, 16), 12, 3, {}),
     "3x3_channel_lanes": ((1, 16, 7, 7), 20, 3, {}),
+    "short_rows_odd_channels": ((1, 8, 5, 5), 20, 3, {}),
     "1x1": ((1, 24, 8, 8), 16, 1, {}),
     "strided_dilated": ((1, 6, 19, 21), 8, 3, dict(stride=2, dilation=2, pad=2)),
     "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
@@ -88,9 +95,9 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "grouped_rows": ((1, 12, 6, 16), 18, 3, dict(groups=3, x_zp=-5)),
     "grouped_odd_channels": ((1, 15, 5, 16), 10, 3, dict(groups=5, w_zp=2)),
     "grouped_channel_lanes": ((1, 32, 5, 5), 32, 3, dict(groups=2)),
+    "grouped_short_rows": ((1, 8, 5, 5), 12, 3, dict(groups=2)),  # plain: 6 per group
     "channel_multiplier": ((1, 4, 6, 16), 8, 3, dict(groups=4, stride=2)),
 }
-GROUPED = [case for case in CONVS if "grouped" in case or case == "channel_multiplier"]
 MATMULS = {
     "dense": ((1, 40), 24),
     "rows_not_whole_tiles": ((7, 33), 19),
@@ -104,17 +111,37 @@ def test_conv_forms_match_the_reference_on_the_host_isa(case):
     _assert_exact(_conv_op(np.random.default_rng(0), x_shape, o, k, **options), case)
 
 
-@pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot product")
-def test_grouped_convs_take_a_packed_form():
-    # rows for groups of any width, output channels in lanes where a group fills vectors
-    for case in GROUPED:
-        x_shape, o, k, options = CONVS[case]
-        fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k, **options).mod)
-        plans = [key for name, func in _tvm.module_functions(fused).items()
-                 if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
-                 for key in annotations if key in _dot.BLOCK_PLANS]
-        rows = _dot.rows_fit(x_shape[3] // options.get("stride", 1), HOST_ISA)
-        assert plans == [_dot.ROWS if rows else _dot.ANNOTATION], case
+def _conv_plans(x_shape, o, k, options) -> list[str]:
+    """The packed forms the legalization picks for a conv (fused, not compiled)."""
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o, k,
+                                                    **options)(x)))
+        bb.emit_func_output(out)
+    return [key for name, func in _tvm.module_functions(builder.fuse(bb.get())).items()
+            if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
+            for key in annotations if key in _dot.BLOCK_PLANS]
+
+
+@pytest.mark.parametrize("isa", [isa.name for isa in _dot.ISAS])
+def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
+    # depthwise its own; rows where the output row fills the vectors; else output channels in
+    # lanes, for grouped convs only where a group's output channels fill whole vectors
+    lanes = _dot.isa_named(isa).lanes
+    for case, (x_shape, o, k, options) in CONVS.items():
+        groups, stride = options.get("groups", 1), options.get("stride", 1)
+        dilation, pad = options.get("dilation", 1), options.get("pad", k // 2)
+        width = (x_shape[3] + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+        if groups == x_shape[1] == o:
+            expected = [_dot.DEPTHWISE]
+        elif _dot.rows_fit(width, _dot.isa_named(isa)):
+            expected = [_dot.ROWS]
+        else:
+            expected = [_dot.ANNOTATION] if groups == 1 or (o // groups) % lanes == 0 else []
+        with _dot.emulating(isa):
+            assert _conv_plans(x_shape, o, k, options) == expected, case
 
 
 @pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot-product")
