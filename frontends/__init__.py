@@ -3,7 +3,9 @@
     canonqnn.frontends.onnx.load("model.onnx")
     canonqnn.frontends.tflite.load("model.tflite")    # the ``tflite`` extra
 
-Frontends use only the canonqnn core; they never emit canonical ops (only rewrites do).
+Frontends use only the canonqnn core; they never emit canonical ops (only rewrites do). What
+every frontend shares (the unsupported-op exception, the converter registry, the import driver
+that names each failing node, graph cutting) is ``_base``.
 """
 
 from __future__ import annotations

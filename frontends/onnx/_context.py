@@ -3,7 +3,8 @@
 A converter is ``fn(ctx, node, inputs, attrs) -> list[Value]`` registered with
 ``@onnx_op("Conv")``; ``inputs`` holds ``None`` for omitted optional inputs and ``attrs`` the
 node's attributes as Python values. Converters raise ``ctx.unsupported(reason)`` for what they
-do not implement; the importer adds the node and op to the message.
+do not implement; the importer adds the node and op to the message. The registry, the
+exception and the context's core are every frontend's (``frontends._base``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from onnx import helper, numpy_helper
 from canonqnn import _tvm
 from canonqnn.errors import UnsupportedError
 from canonqnn.qparams import QParams
+
+from .._base import ImportContext as BaseContext
+from .._base import Registry, Source, Unsupported
 
 # Domains whose ops we import. Contrib QOperator ops are also accepted in the default domain
 # (some exporters put them there; the name is unambiguous).
@@ -55,46 +59,33 @@ class Value:
     dequantized: QParams | None = None
 
 
-class Unsupported(Exception):
-    """Raised by converters; the importer attaches the node and collects all of them."""
-
-
 Converter = Callable[["ImportContext", onnx.NodeProto, list, dict], list]
-CONVERTERS: dict[str, Converter] = {}
-# How a converter treats quantized integer inputs (QOperator models apply some ops to them):
+REGISTRY = Registry()
+CONVERTERS: dict[str, Converter] = REGISTRY.converters
+# How a converter treats quantized integer inputs (QOperator models apply some ops to them),
+# its registry property ``quantized``:
 #   "consumes"    - the converter takes quantized integer operands itself (Q/DQ, QLinear*);
 #   "passthrough" - the op is exact on quantized data (data movement, max): the importer wraps
 #                   it as dequantize -> op -> quantize with the input tensor's own parameters.
 # Any other op given a quantized tensor is refused.
-QUANTIZED_INPUTS: dict[str, str] = {}
+QUANTIZED_HANDLING = (None, "consumes", "passthrough")
 
 
 def onnx_op(*op_types: str, quantized: str | None = None) -> Callable[[Converter], Converter]:
-    if quantized not in (None, "consumes", "passthrough"):
+    if quantized not in QUANTIZED_HANDLING:
         raise ValueError(f"quantized={quantized!r}")
-
-    def register(fn: Converter) -> Converter:
-        for op_type in op_types:
-            CONVERTERS[op_type] = fn
-            if quantized:
-                QUANTIZED_INPUTS[op_type] = quantized
-        return fn
-
-    return register
+    return REGISTRY.op(*op_types, quantized=quantized)
 
 
-class ImportContext:
+class ImportContext(BaseContext):
     """What converters need: the block builder, the opset, constant access and errors."""
 
     def __init__(self, bb: Any, opset: int) -> None:
-        self.bb = bb
+        super().__init__(bb)
         self.opset = opset
         self.node_output = ""  # name of the ONNX tensor the current node produces
 
     # -------------------------------------------------------------- emitting
-    def emit(self, expr: Any) -> Any:
-        return self.bb.emit(expr)
-
     def value(self, expr: Any, onnx_dtype: str = "float32", qparams: QParams | None = None):
         return Value(expr=self.emit(expr), onnx_dtype=onnx_dtype, qparams=qparams)
 
@@ -117,10 +108,6 @@ class ImportContext:
             return tuple(value.const.shape)
         return _tvm.shape_of(value.expr)
 
-    @staticmethod
-    def unsupported(reason: str) -> Unsupported:
-        return Unsupported(reason)
-
 
 def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: str | None = None) -> np.ndarray:
     return numpy_helper.to_array(tensor, base_dir or "")
@@ -138,5 +125,8 @@ def attributes(node: onnx.NodeProto) -> dict[str, Any]:
     return out
 
 
+SOURCE = Source("ONNX", "onnx", "rne_f32")
+
+
 def unsupported_error(problems: list[tuple[str, str, str]], hint: str = "") -> UnsupportedError:
-    return UnsupportedError(problems, source="ONNX", hint=hint)
+    return SOURCE.unsupported(problems, hint)

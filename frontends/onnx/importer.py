@@ -9,7 +9,6 @@ recorded in the module attribute ``canonqnn.io``.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Any
 
@@ -18,18 +17,20 @@ import onnx
 from google.protobuf.message import DecodeError
 
 from canonqnn import _tvm, qdq
-from canonqnn.errors import CanonqnnError, InvalidModelError, cut_hint
-from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
+from canonqnn.errors import InvalidModelError, cut_hint
+from canonqnn.io import TensorInfo
 from canonqnn.qparams import SIGNED
 
+from .._base import convert_node, import_function, needed_nodes
 from . import _generic, ops  # noqa: F401  (ops registers the converters)
 from .ops.quant import dequantize_value, quantize_value
 from .validate import check_model
 from ._context import (
     CONVERTERS,
-    QUANTIZED_INPUTS,
     DOMAINS,
     ONNX_DTYPE,
+    REGISTRY,
+    SOURCE,
     ImportContext,
     Unsupported,
     Value,
@@ -94,12 +95,7 @@ def cut_graph(graph: onnx.GraphProto, outputs: list[str]) -> onnx.GraphProto:
     if missing or not outputs:
         raise InvalidModelError(f"cannot cut the graph at {missing or outputs}: no such tensor"
                                 if missing else "no output tensor named")
-    needed, stack = set(), list(outputs)
-    while stack:
-        node = produced.get(stack.pop())
-        if node is not None and id(node) not in needed:
-            needed.add(id(node))
-            stack.extend(name for name in node.input if name)
+    needed = needed_nodes(outputs, produced, lambda node: [name for name in node.input if name])
     cut = onnx.GraphProto()
     cut.CopyFrom(graph)
     del cut.node[:]
@@ -209,37 +205,29 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
     inputs = [_input_info(vi, input_shapes or {}, graph) for vi in graph.input
               if vi.name not in values]
 
-    bb = _tvm.BlockBuilder()
-    params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
-    ctx = ImportContext(bb, opset or 0)
-    failure: CanonqnnError | None = None
-    with bb.function("main", params):
-        with bb.dataflow():
-            for info, param in zip(inputs, params):
-                if info.dtype in SIGNED:  # unsigned: held as the signed type, shifted
-                    ctx.node_output = info.name
-                    values[info.name] = Value(expr=ctx.emit(qdq.to_signed(param, info.dtype)),
-                                              onnx_dtype=info.dtype)
-                else:
-                    values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
-            try:
-                _convert_nodes(ctx, graph, values)
-                outputs, out_infos = _outputs(ctx, graph, values)
-            except CanonqnnError as exc:
-                failure, outputs = exc, [params[0] if params else _tvm.const(np.int32(0))]
-            result = bb.emit_output(outputs[0] if len(outputs) == 1 else _tvm.relax.Tuple(outputs))
-        bb.emit_func_output(result)
-    if failure is not None:
-        raise failure
-    io = ModelIO(source="onnx", inputs=inputs, outputs=out_infos, rounding="rne_f32")
-    mod = bb.get()
-    return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
+    ctx = ImportContext(_tvm.BlockBuilder(), opset or 0)
+
+    def bind_inputs(params: list) -> None:
+        for info, param in zip(inputs, params):
+            if info.dtype in SIGNED:  # unsigned: held as the signed type, shifted
+                ctx.node_output = info.name
+                values[info.name] = Value(expr=ctx.emit(qdq.to_signed(param, info.dtype)),
+                                          onnx_dtype=info.dtype)
+            else:
+                values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
+
+    def convert() -> tuple[list, list[TensorInfo]]:
+        _convert_nodes(ctx, graph, values)
+        return _outputs(ctx, graph, values)
+
+    return import_function(SOURCE, ctx.bb, inputs, bind_inputs, convert)
 
 
 def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value]) -> None:
     for i, node in enumerate(graph.node):
         name = node.name or f"#{i}"
-        try:
+
+        def convert(node=node, name=name) -> list[Value]:
             inputs = []
             for input_name in node.input:
                 if input_name and input_name not in values:
@@ -247,14 +235,10 @@ def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str,
                                             "node (graph not in topological order?)")
                 inputs.append(values[input_name] if input_name else None)
             ctx.node_output = node.output[0] if node.output else name
-            outs = _convert(ctx, node, inputs)
-        except Unsupported as exc:
-            raise unsupported_error([(name, node.op_type, str(exc))]) from None
-        except CanonqnnError as exc:
-            raise type(exc)(f"node {name!r} (op {node.op_type}): {exc}") from None
-        except Exception as exc:  # noqa: BLE001  (malformed node: report, never a traceback)
-            raise InvalidModelError(f"node {name!r} (op {node.op_type}): cannot import: "
-                                    f"{type(exc).__name__}: {exc}") from None
+            return _convert(ctx, node, inputs)
+
+        outs = convert_node(SOURCE, name, node.op_type, f"node {name!r} (op {node.op_type})",
+                            convert)
         for out_name, value in zip(node.output, outs):
             if out_name:
                 values[out_name] = value
@@ -268,7 +252,7 @@ def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Val
             pass  # too large or not evaluable: the op runs at run time instead
     converter = CONVERTERS.get(node.op_type, _float_op)
     attrs = attributes(node)
-    handling = QUANTIZED_INPUTS.get(node.op_type)
+    handling = REGISTRY.property(node.op_type, "quantized")
     if handling == "consumes":
         return converter(ctx, node, inputs, attrs)
     quantized = [v for v in inputs if v is not None and v.qparams is not None]

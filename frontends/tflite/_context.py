@@ -24,6 +24,8 @@ from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams, uint8_to_int8
 
+from .._base import ImportContext as BaseContext
+from .._base import Registry, Source, Unsupported
 from .reader import Operator, Tensor
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
@@ -32,10 +34,6 @@ TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
 QUANTIZED_DTYPES = ("int8", "uint8", "int16")
 # Quantized tensors canonqnn reads: those, and the int32 / int64 biases of the products.
 SIGNED_QUANTIZED_DTYPES = ("int8", "int16", "int32", "int64")
-
-
-class Unsupported(Exception):
-    """Raised by converters; the importer attaches the operator and collects all of them."""
 
 
 @dataclass
@@ -90,27 +88,21 @@ def tensor_qparams(t: Tensor, axis: int | None = None) -> QParams | None:
 
 
 Converter = Callable[["ImportContext", Operator, list, list], list]
-CONVERTERS: dict[str, Converter] = {}
+REGISTRY = Registry()
+CONVERTERS: dict[str, Converter] = REGISTRY.converters
+SOURCE = Source("TFLite", "tflite", "q31_double")
 
 
 def tflite_op(*kinds: str) -> Callable[[Converter], Converter]:
-    def register(fn: Converter) -> Converter:
-        for kind in kinds:
-            CONVERTERS[kind] = fn
-        return fn
-
-    return register
+    return REGISTRY.op(*kinds)
 
 
-class ImportContext:
+class ImportContext(BaseContext):
     """What converters need: the block builder, layout conversion and the Q/DQ writers."""
 
     def __init__(self, bb: Any) -> None:
-        self.bb = bb
+        super().__init__(bb)
         self.op: Operator | None = None
-
-    def emit(self, expr: Any) -> Any:
-        return self.bb.emit(expr)
 
     # -------------------------------------------------------------- values
     def expr(self, value: Value) -> Any:

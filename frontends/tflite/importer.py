@@ -13,7 +13,6 @@ kernels requantize with Q31 fixed-point multipliers and two roundings, ties away
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import replace
 from typing import Any
@@ -21,20 +20,20 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm, qdq
-from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError, cut_hint
-from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
+from canonqnn.errors import InvalidModelError, UnsupportedError, cut_hint
+from canonqnn.io import TensorInfo
 
+from .._base import convert_node, import_function, needed_nodes
 from . import _fold, ops  # noqa: F401  (ops registers the converters)
-from ._context import CONVERTERS, ImportContext, Unsupported, Value, tensor_qparams
+from ._context import CONVERTERS, SOURCE, ImportContext, Unsupported, Value, tensor_qparams
 from ._generic import FloatOperators
 from .reader import Model, read_model
 
-SOURCE, ROUNDING = "tflite", "q31_double"
 SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "int32", "int64")
 
 
 def _error(problems, hint: str = "") -> UnsupportedError:
-    return UnsupportedError(problems, source="TFLite", hint=hint)
+    return SOURCE.unsupported(problems, hint)
 
 
 def _prescan(model: Model, float_ops: FloatOperators) -> None:
@@ -56,13 +55,9 @@ def cut_model(model: Model, outputs: list[str]) -> Model:
         raise InvalidModelError(f"cannot cut the model at {missing or outputs}: no such tensor"
                                 if missing else "no output tensor named")
     producer = {i: op for op in model.operators for i in op.outputs}
-    needed, stack = set(), [index[name] for name in outputs]
-    while stack:
-        op = producer.get(stack.pop())
-        if op is not None and op.index not in needed:
-            needed.add(op.index)
-            stack.extend(i for i in op.inputs if i >= 0)
-    return replace(model, operators=[op for op in model.operators if op.index in needed],
+    needed = needed_nodes([index[name] for name in outputs], producer,
+                          lambda op: [i for i in op.inputs if i >= 0])
+    return replace(model, operators=[op for op in model.operators if id(op) in needed],
                    outputs=[index[name] for name in outputs])
 
 
@@ -92,28 +87,19 @@ def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> 
         if t.data is not None or t.is_variable:
             values[t.index] = _stored(t)
 
-    params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
-    failure: CanonqnnError | None = None
-    with bb.function("main", params):
-        with bb.dataflow():
-            for index, info, param in zip(m.inputs, inputs, params):
-                t = m.tensors[index]
-                expr = param
-                if info.dtype == "uint8" and t.quantized:
-                    expr = ctx.emit(qdq.uint8_to_int8(param))
-                values[index] = Value(info.dtype, info.shape, expr, qparams=_qparams(t))
-            try:
-                _convert_operators(ctx, m, values, float_ops)
-                outputs, out_infos = _outputs(ctx, m, values)
-            except CanonqnnError as exc:
-                failure, outputs = exc, [params[0] if params else _tvm.const(0)]
-            result = bb.emit_output(outputs[0] if len(outputs) == 1 else _tvm.relax.Tuple(outputs))
-        bb.emit_func_output(result)
-    if failure is not None:
-        raise failure
-    io = ModelIO(source=SOURCE, inputs=inputs, outputs=out_infos, rounding=ROUNDING)
-    mod = bb.get()
-    return mod.with_attr(IO_ATTR, json.dumps(io.to_json()))
+    def bind_inputs(params: list) -> None:
+        for index, info, param in zip(m.inputs, inputs, params):
+            t = m.tensors[index]
+            expr = param
+            if info.dtype == "uint8" and t.quantized:
+                expr = ctx.emit(qdq.uint8_to_int8(param))
+            values[index] = Value(info.dtype, info.shape, expr, qparams=_qparams(t))
+
+    def convert() -> tuple[list, list[TensorInfo]]:
+        _convert_operators(ctx, m, values, float_ops)
+        return _outputs(ctx, m, values)
+
+    return import_function(SOURCE, bb, inputs, bind_inputs, convert)
 
 
 def _stored(t) -> Value:
@@ -140,21 +126,18 @@ def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value],
                        float_ops: FloatOperators) -> None:
     for op in m.operators:
         ctx.op = op
-        try:
+
+        def convert(op=op) -> list[Value]:
             inputs = []
             for index in op.inputs:
                 if index >= 0 and index not in values:
                     raise InvalidModelError(f"input tensor {m.tensors[index].name!r} is not "
                                             "produced before this operator")
                 inputs.append(values[index] if index >= 0 else None)
-            outs = _convert(ctx, op, inputs, [m.tensors[i] for i in op.outputs], float_ops)
-        except Unsupported as exc:
-            raise _error([(op.label, op.kind, str(exc))]) from None
-        except CanonqnnError as exc:
-            raise type(exc)(f"operator {op.label} ({op.kind}): {exc}") from None
-        except Exception as exc:  # noqa: BLE001  (malformed operator: report, no traceback)
-            raise InvalidModelError(f"operator {op.label} ({op.kind}): cannot import: "
-                                    f"{type(exc).__name__}: {exc}") from None
+            return _convert(ctx, op, inputs, [m.tensors[i] for i in op.outputs], float_ops)
+
+        outs = convert_node(SOURCE, op.label, op.kind, f"operator {op.label} ({op.kind})",
+                            convert)
         for index, value in zip(op.outputs, outs):
             values[index] = value
     ctx.op = None
