@@ -346,9 +346,6 @@ def is_host_arch(target: Any) -> bool:
     return target_arch(target) == target_arch(host_target())
 
 
-
-
-
 def current_target_features() -> Callable[[str], bool] | None:
     """``has_feature(name)`` of the target a pass is running under (``with target``), or None
     outside one (a legalization then writes the target-independent form)."""

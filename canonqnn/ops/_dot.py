@@ -24,7 +24,11 @@ Values, for every form:
   so activations are ``uint8(x + 128)``, weights ``w - w_zp`` as int8 (only where that fits),
   and ``sum((x + 128) * w) - (128 + x_zp) * sum(w)`` is the exact accumulator: the correction is
   a build-time constant folded into the bias. Padding holds ``x_zp + 128`` (a real zero), and
-  channels padded to a multiple of ``pair`` have zero weights.
+  channels padded to a multiple of ``pair`` have zero weights. AArch64's ``sdot`` multiplies
+  int8 by int8: activations are ``x`` itself, the correction ``-x_zp * sum(w)``, padding
+  ``x_zp`` (``DotISA.act_shift`` is the 128 or the 0).
+- ``pair`` 2 on NEON (no int16 pair dot product): two widening multiplies and a pairwise add
+  (``_tvm_dot``), the same exact sums as ``vpmaddwd``.
 
 Never ``vpmaddubsw``: it saturates int16 pair sums (255 * 127 * 2 > 32767).
 
@@ -238,9 +242,9 @@ def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padd
     modulo the stride, ``xp[n, y, c // P, x % sw, x // sw, c % P] = xpad[n, c, y, x]`` (a
     row of every channel together, in cache while a tile reads it), so
     ``lanes`` outputs of a row read ``lanes x pair`` contiguous values for each channel group
-    and tap: one instruction with the ``pair`` weights broadcast. Values and padding as in
-    ``te_packed_conv`` (int16 ``x - x_zp`` with 0, or uint8 ``x + 128`` with ``x_zp + 128``).
-    With ``groups``, each group's channels are padded to whole pairs (``_grouped``)."""
+    and tap: one instruction with the ``pair`` weights broadcast. Values and padding as
+    ``_activation`` and ``_padding`` write them. With ``groups``, each group's channels are
+    padded to whole pairs (``_grouped``)."""
     n, c, h, wd = (int(d) for d in x.shape)
     o, kh, kw, cgb, pair = (int(d) for d in wr.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
