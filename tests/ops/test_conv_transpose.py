@@ -133,6 +133,40 @@ def test_conv_transpose_runtime_weights_and_activation_clamp():
     np.testing.assert_array_equal(built, definition)
 
 
+# strides, kernel, padding [t, l, b, r], output_padding, groups, (C, O/G), input HxW: strided
+# and undilated, so lowered one output phase at a time; pads beyond k - 1 crop, k == stride
+# leaves one tap per phase, uneven strides and groups.
+PHASE_GEOMETRIES = [
+    ((2, 2), (4, 4), (1, 1, 1, 1), (0, 0), 1, (8, 8), (7, 8)),
+    ((2, 2), (2, 2), (0, 0, 0, 0), (0, 0), 1, (3, 5), (5, 5)),
+    ((3, 2), (5, 3), (4, 0, 1, 3), (2, 1), 2, (4, 3), (4, 5)),
+    ((2, 3), (3, 4), (0, 2, 3, 0), (1, 0), 4, (8, 1), (6, 3)),
+]
+
+
+@pytest.mark.parametrize("geometry", PHASE_GEOMETRIES, ids=["s2_k4", "k_equals_s", "crop_groups",
+                                                            "uneven_depthwise"])
+def test_strided_conv_transpose_runs_one_conv_per_output_phase_exactly(geometry):
+    from canonqnn import builder
+
+    strides, kernel, padding, output_padding, groups, (c, opg), hw = geometry
+    rng = np.random.default_rng(sum(kernel))
+    w = rng.integers(-128, 128, (c, opg, *kernel)).astype(np.int8)
+    o = opg * groups
+    op = SingleOp(lambda x: ct.conv2d_transpose(
+        x, _tvm.const(w, "int8"), rng.integers(-900, 900, o).astype(np.int32),
+        QParams.make(0.1, 3), QParams.make(rng.uniform(0.002, 0.02, o).astype(F32),
+                                           np.zeros(o, np.int8), axis=0),
+        QParams.make(0.9, -1), strides=strides, padding=padding, output_padding=output_padding,
+        dilation=(1, 1), groups=groups), {"x": (2, c, *hw)})
+    names = list(_tvm.module_functions(builder.fuse(op.mod)))
+    assert sum("conv2d_transpose_window" in name for name in names) >= 1
+    assert any("conv2d_transpose_interleave" in name for name in names)
+    x = rng.integers(-128, 128, (2, c, *hw)).astype(np.int8)
+    reference, built = op.both(x=x)
+    np.testing.assert_array_equal(built, reference)
+
+
 # ---------------------------------------------------------------- real scales: bounded
 def attrs(x_qp, out_qp, geometry):
     return dict(x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,

@@ -145,7 +145,7 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
 
 
 @pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot-product")
-def test_conv_transpose_runs_as_the_packed_conv_of_its_upsampled_input():
+def test_strided_conv_transpose_runs_as_packed_convs_one_per_output_phase():
     rng = np.random.default_rng(2)
     w = rng.integers(-128, 128, (8, 3, 4, 4)).astype(np.int8)  # [C, O/G, kh, kw], 2 groups
     op = SingleOp(lambda x: conv_transpose.conv2d_transpose(
@@ -157,6 +157,7 @@ def test_conv_transpose_runs_as_the_packed_conv_of_its_upsampled_input():
     plans = [key for name, func in _tvm.module_functions(builder.fuse(op.mod)).items()
              if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
              for key in annotations if key in _dot.BLOCK_PLANS]
+    # the four phases' convs have one shape here: one kernel, called four times
     assert plans == [_dot.ROWS]
     _assert_exact(op, "conv_transpose")
 
