@@ -10,10 +10,10 @@ Weights are ONNX's ``[C, O/G, kh, kw]``; ``w_scale``/``w_zp`` are per output cha
 or one value. The op is defined as ``canonqnn.conv2d`` of the input upsampled by the
 strides (inserted taps hold ``x_zp``, real zero), padded by ``dh*(kh-1) - pt`` before and
 ``dh*(kh-1) - pb + oph`` after (cropped where that is negative), with the kernel flipped and
-regrouped to OIHW: the same integer sum, and conv2d's requantization. It is lowered so where
-the weights are run-time values, a dilation or stride 1 leaves nothing to save; otherwise one
-stride-1 conv per output phase (``_phase``), whose sums are those of the definition without its
-inserted zeros, and the phases interleaved.
+regrouped to OIHW: the same integer sum, and conv2d's requantization. It is lowered that way
+where the weights are run-time values, dilated or of stride 1; otherwise as one stride-1 conv
+per output phase (``_phase``), whose sums are the definition's without its inserted zeros,
+the phases then interleaved.
 
 With a Q31 rounding the op is TFLite's reference TRANSPOSE_CONV kernel (int8): the same
 accumulator plus bias, then conv2d's Q31 requantization with the double-precision multiplier
