@@ -3,9 +3,9 @@
 Part of the TVM layer (``_tvm`` calls it): TVMScript and schedule primitives change between
 releases. Each intrinsic's description is the packed reduction's innermost block,
 ``C[i] += int32(A[k]) * int32(B[i, k])`` for ``lanes x pair``; its implementation is one
-instruction (three on NEON without the dot-product extension). TVM's own ``dot_16x4_vnni`` does not build with its bundled LLVM 22 (LLVM now
-declares ``vpdpbusd``'s operands as ``<64 x i8>``, TVM passes ``<16 x i32>``), so these pass
-byte vectors.
+instruction (three on NEON without the dot-product extension). TVM's own ``dot_16x4_vnni``
+does not build with its bundled LLVM 22 (LLVM now declares ``vpdpbusd``'s operands as
+``<64 x i8>``, TVM passes ``<16 x i32>``), so these pass byte vectors.
 """
 
 from __future__ import annotations

@@ -110,16 +110,11 @@ ISAS = (
 _emulated: list[DotISA] = []  # set by ``emulating`` (tests)
 
 
-def _available(has_feature) -> list[DotISA]:
-    """The ISAs a target with ``has_feature(name) -> bool`` has, in order of preference."""
-    return [isa for isa in ISAS if all(has_feature(f) for f in isa.features)]
-
-
 def isa_for(has_feature) -> DotISA | None:
     """The ISA to use given ``has_feature(name) -> bool`` of the target, or None."""
     if _emulated:
         return _emulated[-1]
-    return next(iter(_available(has_feature)), None)
+    return next((isa for isa in ISAS if all(has_feature(f) for f in isa.features)), None)
 
 
 def host_isa() -> DotISA | None:
@@ -350,10 +345,11 @@ def _unravel(flat: Any, shape: tuple[int, ...]) -> list[Any]:
     return index
 
 
-def _broadcast_index(index: list[Any], shape: tuple[int, ...]) -> list[Any]:
-    """An operand's batch indices from the output's (numpy broadcasting: leading dims
-    dropped, dims of 1 read at 0)."""
-    index = index[len(index) - len(shape):] if shape else []
+def broadcast_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
+    """A matmul operand's batch indices from the output's batch indices ``index``, for an
+    operand of batch shape ``shape`` (numpy broadcasting: leading dims dropped, dims of 1 read
+    at 0)."""
+    index = list(index)[len(index) - len(shape):] if shape else []
     return [0 if dim == 1 else i for i, dim in zip(index, shape)]
 
 
@@ -373,7 +369,7 @@ def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[in
 
     def pack(nb, row, co, ci):
         kk = co * pair + ci
-        value = a[(*_broadcast_index(_unravel(nb, out_batch), a_lead), row, kk)]
+        value = a[(*broadcast_index(_unravel(nb, out_batch), a_lead), row, kk)]
         return tirx.if_then_else(kk < k, _activation(value, a_zp, isa), _padding(a_zp, isa))
 
     ap = te.compute((batch, m, -(-k // pair), pair), pack, name="a_pack")
@@ -389,7 +385,7 @@ def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[in
 
         def pack_b(nb, o, g, ol, p):
             kk, col = g * pair + p, o * lanes + ol
-            value = b[(*_broadcast_index(_unravel(nb, out_batch), tuple(b_lead)), kk, col)]
+            value = b[(*broadcast_index(_unravel(nb, out_batch), tuple(b_lead)), kk, col)]
             real = (value.astype("int16") - b_zp[col].astype("int16")).astype("int16")
             return tirx.if_then_else(tirx.all(kk < k, col < n), real, tirx.const(0, "int16"))
 

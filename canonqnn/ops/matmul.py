@@ -49,7 +49,8 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
 from . import _dot
-from ._dot import UINT8_SHIFT  # a holds uint8 data as a - 128 in the pair-saturating mode
+# UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
+from ._dot import UINT8_SHIFT, broadcast_index
 from ._dtypes import check_sixteen_bit
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -159,22 +160,20 @@ def reference(a_q, b_q, bias, b_scale, b_zp, **a) -> np.ndarray:
                                a["act_max"])
 
 
-def _operand_index(idx: tuple, shape: tuple[int, ...], rank: int) -> list:
-    """Index into a broadcast batch operand from the output's batch indices."""
-    batch = shape[:-2]
-    offset = rank - 2 - len(batch)
-    return [0 if dim == 1 else idx[offset + i] for i, dim in enumerate(batch)]
+def _operand_index(idx: tuple, shape: tuple[int, ...]) -> list:
+    """Index into a broadcast batch operand of ``shape`` from the output's index ``idx``."""
+    return broadcast_index(idx[:-2], shape[:-2])
 
 
 def _exact_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape, b_shape,
                        accumulator: str = "int32"):
-    k_dim, rank = a_shape[-1], len(shape)
+    k_dim = a_shape[-1]
     k = te.reduce_axis((0, k_dim), "k")
 
     def tap(*idx):
         m, col = idx[-2], idx[-1]
-        xv = x(*_operand_index(idx, a_shape, rank), m, k).astype(accumulator) - a_zp
-        wv = w(*_operand_index(idx, b_shape, rank), k, col).astype(accumulator)
+        xv = x(*_operand_index(idx, a_shape), m, k).astype(accumulator) - a_zp
+        wv = w(*_operand_index(idx, b_shape), k, col).astype(accumulator)
         return xv * (wv if symmetric else wv - wzp[col])
 
     return te.compute(shape, lambda *idx: te.sum(tap(*idx), axis=[k]), name="acc")
@@ -183,14 +182,14 @@ def _exact_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape, b_
 def _pair_saturated_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_shape,
                                 b_shape, accumulator: str = "int32"):
     """TE twin of the ``u8s8_pair_sat16`` accumulator in ``_accumulator``."""
-    k_dim, rank = a_shape[-1], len(shape)
+    k_dim = a_shape[-1]
     big_zp = a_zp + UINT8_SHIFT
 
     def big_a(idx, m, kk):
-        return x(*_operand_index(idx, a_shape, rank), m, kk).astype("int32") + UINT8_SHIFT
+        return x(*_operand_index(idx, a_shape), m, kk).astype("int32") + UINT8_SHIFT
 
     def big_b(idx, kk, col):
-        return w(*_operand_index(idx, b_shape, rank), kk, col).astype("int32")
+        return w(*_operand_index(idx, b_shape), kk, col).astype("int32")
 
     def pair(p, *idx):
         m, col = idx[-2], idx[-1]
@@ -212,12 +211,12 @@ def _pair_saturated_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_
 
     def combine(*idx):
         m, col = idx[-2], idx[-1]
-        v = pairs(*idx) - big_zp * col_sums(*_operand_index(idx, b_shape, rank), col)
+        v = pairs(*idx) - big_zp * col_sums(*_operand_index(idx, b_shape), col)
         if k_dim % 2:
             v = v + big_a(idx, m, k_dim - 1) * big_b(idx, k_dim - 1, col)
         if not symmetric:
             zb = wzp[col]
-            v = v - zb * row_sums(*_operand_index(idx, a_shape, rank), m) + k_dim * big_zp * zb
+            v = v - zb * row_sums(*_operand_index(idx, a_shape), m) + k_dim * big_zp * zb
         return v
 
     return te.compute(shape, combine, name="acc")
@@ -260,7 +259,7 @@ def _legalize(bb: Any, call: Any) -> Any:
         weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif isa is not None:  # packed inside the kernel, as int16 pairs (no correction needed)
-        isa = _dot.pair2_isa(_tvm.current_target_features())
+        isa = _dot.isa_named(isa.pair2)
 
     def compute(x, w, bias, mult, wzp):
         if isa is not None:

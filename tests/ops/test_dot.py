@@ -111,8 +111,16 @@ def test_conv_forms_match_the_reference_on_the_host_isa(case):
     _assert_exact(_conv_op(np.random.default_rng(0), x_shape, o, k, **options), case)
 
 
+def _plans(mod, kernel: str) -> list[str]:
+    """The packed forms (``_dot.BLOCK_PLANS``) the legalization picks for the kernels whose
+    name holds ``kernel`` (fused, not compiled)."""
+    return [key for name, func in _tvm.module_functions(builder.fuse(mod)).items()
+            if kernel in name for annotations in _tvm.root_block_annotations(func)
+            for key in annotations if key in _dot.BLOCK_PLANS]
+
+
 def _conv_plans(x_shape, o, k, options) -> list[str]:
-    """The packed forms the legalization picks for a conv (fused, not compiled)."""
+    """The packed forms the legalization picks for a conv."""
     bb = relax.BlockBuilder()
     x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
     with bb.function("main", [x]):
@@ -120,9 +128,7 @@ def _conv_plans(x_shape, o, k, options) -> list[str]:
             out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o, k,
                                                     **options)(x)))
         bb.emit_func_output(out)
-    return [key for name, func in _tvm.module_functions(builder.fuse(bb.get())).items()
-            if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
-            for key in annotations if key in _dot.BLOCK_PLANS]
+    return _plans(bb.get(), "conv2d")
 
 
 @pytest.mark.parametrize("isa", [isa.name for isa in _dot.ISAS])
@@ -154,11 +160,8 @@ def test_strided_conv_transpose_runs_as_packed_convs_one_per_output_phase():
                                            axis=0), QParams.make(0.2, -1),
         strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(0, 0), dilation=(1, 1),
         groups=2), {"x": (1, 8, 7, 8)})
-    plans = [key for name, func in _tvm.module_functions(builder.fuse(op.mod)).items()
-             if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
-             for key in annotations if key in _dot.BLOCK_PLANS]
     # the four phases' convs have one shape here: one kernel, called four times
-    assert plans == [_dot.ROWS]
+    assert _plans(op.mod, "conv2d") == [_dot.ROWS]
     _assert_exact(op, "conv_transpose")
 
 
@@ -180,11 +183,7 @@ def test_matmul_of_runtime_operands_matches_the_reference(case):
     a_shape, b_shape, b_zp = RUNTIME_B[case]
     op = _runtime_b_op(np.random.default_rng(0), a_shape, b_shape, b_zp=b_zp)
     if HOST_ISA is not None:  # it took the packed form
-        fused = builder.fuse(op.mod)
-        plans = [key for name, func in _tvm.module_functions(fused).items()
-                 if "matmul" in name for annotations in _tvm.root_block_annotations(func)
-                 for key in annotations if key in _dot.BLOCK_PLANS]
-        assert plans == [_dot.ANNOTATION]
+        assert _plans(op.mod, "matmul") == [_dot.ANNOTATION]
     _assert_exact(op, case)
 
 
