@@ -28,6 +28,14 @@ CASES = [pytest.param(arch, fmt, act, id=f"{arch}-{fmt}-{act}",
                       marks=[pytest.mark.slow] if (fmt, act) in SLOW else [])
          for arch, (fmt, act) in itertools.product(
              ARCHS, [("qdq", "u8"), ("qdq", "s8"), ("qoperator", "u8"), ("qoperator", "s8")])]
+# Parity builds each model, the costly part: by default each network once as QDQ and once as
+# QOperator, QDQ with int8 activations for two networks and uint8 for the third (every table
+# is checked for both types against onnxruntime in tests/tables); the rest under -m slow.
+PARITY_DEFAULT = {("mobilenet_v3", "qdq", "s8"), ("transformer", "qdq", "u8"),
+                  ("conv_classifier", "qdq", "s8")} | {(arch, "qoperator", "u8") for arch in ARCHS}
+PARITY_CASES = [pytest.param(*case.values, id=case.id,
+                             marks=[] if case.values in PARITY_DEFAULT else [pytest.mark.slow])
+                for case in CASES]
 
 # Float ops that may stay float islands: onnxruntime computes them in float between a
 # dequantize and a quantize itself (statistics over a row, a reciprocal square root), so they
@@ -152,7 +160,7 @@ def test_only_layer_norm_and_float_chains_of_the_source_stay_float(quantized_mod
     assert report.canonical_ops[op] == count, report.summary()
 
 
-@pytest.mark.parametrize("arch,fmt,act", CASES)
+@pytest.mark.parametrize("arch,fmt,act", PARITY_CASES)
 def test_bit_exact_with_onnxruntime(quantized_model, arch, fmt, act):
     """Compared: the model's output and its ``features`` tensor (see models.with_features)."""
     result = canonqnn.parity(quantized_model(arch, fmt, act, features=True), runs=3, seed=11)

@@ -65,7 +65,10 @@ def _within_ulps(got: np.ndarray, want: np.ndarray, ulps: int) -> bool:
 
 
 @pytest.mark.parametrize("variant", [
-    {}, {"use_regular_nms": True},
+    # the default detector (fast NMS, float inputs): by default through
+    # test_parity_compares_the_undefined_detection_slots_as_zero, the same backbone's counts
+    # through the other variants; this check of it runs under -m slow
+    pytest.param({}, marks=pytest.mark.slow), {"use_regular_nms": True},
     {"dtype": "uint8", "quantized_postprocess_inputs": True},  # uint8 boxes, scores, anchors
 ])
 def test_ssd_detector_postprocess_is_tvms_converter_and_matches_the_interpreter(variant):
