@@ -406,10 +406,35 @@ def _target_config(target: Any) -> Any:
 MAX_FUSE_DEPTH_KEY, MAX_FUSE_DEPTH = "relax.FuseOps.max_depth", 8
 
 
-def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = ()) -> Any:
+def _quantize_by_reciprocal(bb: Any, call: Any) -> Any:
+    """``relax.quantize`` as ``clip(RNE(f32(x * f32(1 / scale))) + zp)``: XNNPACK's (and
+    PyTorch's) quantize multiplies by the float32 reciprocal of the scale, where TVM's own
+    legalization divides (as ONNX's QuantizeLinear)."""
+    x, scale, zp = call.args
+    attrs = attrs_dict(call)
+    axis, out_dtype = int(attrs["axis"]), str(attrs["out_dtype"])
+    recip = (np.float32(1) / const_value(scale).astype(np.float32)).astype(np.float32)
+    info = np.iinfo(out_dtype)
+    lo, hi = (tirx.const(float(v), "float32") for v in (info.min, info.max))
+
+    def compute(data: Any, r: Any, z: Any) -> Any:
+        def elem(*i: Any) -> Any:
+            k = () if len(r.shape) == 0 else (i[axis],)
+            v = tirx.round(data(*i) * r(*k)) + z(*k).astype("float32")
+            return te.max(te.min(v, hi), lo).astype(out_dtype)
+
+        return te.compute(data.shape, elem, name="quantize")
+
+    return bb.call_te(compute, x, relax.const(recip), zp, primfunc_name_hint="quantize")
+
+
+def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
+                 quantize_by_reciprocal: bool = False) -> Any:
     """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
     FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
-    ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion.
+    ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion;
+    ``quantize_by_reciprocal``: ``relax.quantize`` multiplies by the reciprocal of its scale
+    (``_quantize_by_reciprocal``).
 
     AnnotateTIROpPattern classifies a table gather as opaque, which stops FuseOps at it; a
     pre-set 0 is overwritten (0 counts as unset), hence a pass after the annotation.
@@ -425,7 +450,9 @@ def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = ())
         return m
 
     passes = cpu.library_dispatch_passes(target) + [
-        relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(), mark_elementwise,
+        relax.transform.LegalizeOps(
+            {"relax.quantize": _quantize_by_reciprocal} if quantize_by_reciprocal else None),
+        relax.transform.AnnotateTIROpPattern(), mark_elementwise,
         relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
     current = tvm.transform.PassContext.current()
     config = {**dict(current.config), MAX_FUSE_DEPTH_KEY: MAX_FUSE_DEPTH}
@@ -820,6 +847,27 @@ class TfliteConverters:
         return normalize_outputs(self._bb, converter.convert_map[self.kind(index)](op=op))
 
 
+class TorchConverters:
+    """TVM's own converters of PyTorch ExportedProgram nodes
+    (``tvm.relax.frontend.torch``), one node at a time, fed canonqnn's Relax values:
+    ``takes(name)`` whether TVM converts the op (``name`` as TVM keys it, e.g.
+    ``"conv2d.default"``), ``convert(node, exprs)`` its result, ``exprs`` mapping each input
+    node to its Relax expression."""
+
+    def __init__(self, bb: Any) -> None:
+        from tvm.relax.frontend.torch.exported_program_translator import ExportedProgramImporter
+
+        self._importer = ExportedProgramImporter()
+        self._importer.block_builder = bb
+
+    def takes(self, name: str) -> bool:
+        return name in self._importer.convert_map
+
+    def convert(self, node: Any, exprs: dict[Any, Any]) -> Any:
+        self._importer.env = dict(exprs)
+        return self._importer.convert_map[node.target.__name__](node)
+
+
 def normalize_outputs(bb: Any, expr: Any) -> list[Any]:
     """The tensors a converter's result stands for, each bound to a variable; a shape or any
     other non-tensor result raises TypeError."""
@@ -837,7 +885,7 @@ def normalize_outputs(bb: Any, expr: Any) -> list[Any]:
         field_ = bb.normalize(field_)
         if not is_tensor(field_):
             raise TypeError(f"result of type {type(ty(field_)).__name__}, not a tensor")
-        out.append(field_ if is_const(field_) else bb.emit(field_))
+        out.append(field_ if is_const(field_) or is_var(field_) else bb.emit(field_))
     return out
 
 

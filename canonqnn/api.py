@@ -32,6 +32,24 @@ def is_tflite(model: Any) -> bool:
     return head[4:8] == b"TFL3"
 
 
+def is_torch_program(model: Any) -> bool:
+    """Whether ``model`` is a ``torch.export.ExportedProgram`` or a path to one saved with
+    ``torch.export.save`` (``.pt2``)."""
+    if isinstance(model, (str, os.PathLike)):
+        return os.fspath(model).endswith(".pt2")
+    return any(c.__name__ == "ExportedProgram" and c.__module__.startswith("torch.")
+               for c in type(model).__mro__)
+
+
+def _torch_frontend() -> Any:
+    try:
+        from .frontends import torch
+    except ImportError as exc:
+        raise CanonqnnError(f"PyTorch programs need the torch extra: pip install "
+                            f"'canonqnn[torch]' ({exc})") from None
+    return torch
+
+
 def _tflite_frontend() -> Any:
     try:
         from .frontends import tflite
@@ -42,13 +60,19 @@ def _tflite_frontend() -> Any:
 
 
 def load(model: Any, **options: Any) -> Any:
-    """A fake-quant module from an ONNX or TFLite model, or a saved canonqnn module
-    (``.json``)."""
+    """A fake-quant module from an ONNX or TFLite model, a PT2E-quantized PyTorch
+    ExportedProgram (or its ``.pt2`` file), or a saved canonqnn module (``.json``)."""
     if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
         if options:
             raise CanonqnnError(f"options {sorted(options)} apply to models, not to a saved "
                                 "canonical module: convert the model again with them")
         return load_module(model)
+    if is_torch_program(model):
+        if options:
+            raise CanonqnnError(f"options {sorted(options)} apply to ONNX and TFLite models, "
+                                "not to PyTorch programs (their shapes are static and the "
+                                "whole program is converted)")
+        return _torch_frontend().load(model)
     if is_tflite(model):
         onnx_only = sorted(set(options) - {"outputs"})
         if onnx_only:
@@ -324,6 +348,46 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
     return runtimes
 
 
+# PyTorch programs: ExecuTorch's XNNPACK delegate is the specification; eager PyTorch (float
+# between quantize and dequantize) is reported beside it, its distance bounded in docs/parity.md.
+TORCH_RUNNERS = (("ExecuTorch (XNNPACK)", "executorch_runner"),
+                 ("PyTorch eager", "torch_eager_runner"))
+
+
+def torch_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
+    """ExecuTorch and eager PyTorch on the program, each in its child process."""
+    import importlib.util
+    import io as bytes_io
+
+    if importlib.util.find_spec("executorch") is None:
+        raise ParityError("parity of PyTorch programs needs ExecuTorch: pip install "
+                          "'canonqnn[torch]'")
+    program = _torch_frontend().read_program(model)
+    import torch
+
+    buffer = bytes_io.BytesIO()
+    torch.export.save(program, buffer)
+    names = [i.name for i in io.inputs]
+    children = [isolated.Child(what, getattr(source_runtimes, runner), buffer.getvalue(), names)
+                for what, runner in TORCH_RUNNERS]
+    runtimes = []
+    for k, ((what, _), child) in enumerate(zip(TORCH_RUNNERS, children)):
+        try:
+            description = child.ready()
+        except ParityError as exc:
+            child.close()
+            if k > 0:
+                runtimes.append(SourceRuntime(_not_compared(what, exc), None))
+                continue
+            for other in children:
+                other.close()
+            if isinstance(exc, isolated.Crashed):
+                raise
+            raise ParityError(f"ExecuTorch cannot run this program: {exc}") from None
+        runtimes.append(_isolated_runtime(description, child))
+    return runtimes
+
+
 def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
                      feeds: list[dict[str, np.ndarray]]) -> tuple[list, list, dict, Any]:
     """Per runtime, the values equal to the build's and the largest difference (in LSB) per
@@ -393,8 +457,12 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             raise CanonqnnError("parity needs at least one input, not an empty list")
         feeds = [checked_inputs(io, feed) for feed in feeds]  # the runtimes see the same data
     # onnxruntime with the profile's thread count, on which its float ReduceMean order depends
-    runtimes = tflite_runtimes(model, io) if io.source == "tflite" else \
-        [onnx_runtime(model, io, module_profile.threads)]
+    if io.source == "tflite":
+        runtimes = tflite_runtimes(model, io)
+    elif io.source == "torch":
+        runtimes = torch_runtimes(model, io)
+    else:
+        runtimes = [onnx_runtime(model, io, module_profile.threads)]
     try:
         built = build(mod, target)
         same, worst, total, differing_feed = _run_and_compare(io, built, runtimes, feeds)

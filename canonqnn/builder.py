@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm, integrity, schedule
+from . import _tvm, integrity, numerics, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .ops import _dot
 from .errors import CanonqnnError, VerificationError, first_line
@@ -78,7 +78,10 @@ class Built:
 def fuse(mod: Any, target: Any = None) -> Any:
     """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
     lookup tables count as elementwise, so they fuse into the kernel that produces their input."""
-    return _tvm.fuse_kernels(mod, _tvm.as_target(target), (LUT_KERNEL,))
+    profile = numerics.recorded(mod)
+    return _tvm.fuse_kernels(mod, _tvm.as_target(target), (LUT_KERNEL,),
+                             quantize_by_reciprocal=profile is not None and
+                             profile.quantize == "reciprocal")
 
 
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:

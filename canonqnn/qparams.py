@@ -170,12 +170,16 @@ def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
     """Quantize one real number: ``round(f32(value / scale)) + zp``, saturated to the range of
     ``qp.dtype`` (int16 for 16-bit activations, else int8).
 
-    Ties go to even under ``rne_f32`` (ONNX QuantizeLinear) and away from zero under the Q31
-    roundings (TFLite's ``TfLiteRound``, which it also uses for activation bounds).
+    Ties go to even under ``rne_f32`` (ONNX QuantizeLinear) and ``xnnpack`` (its clamp bounds:
+    ``lrintf``), and away from zero under the Q31 roundings (TFLite's ``TfLiteRound``, which it
+    also uses for activation bounds).
     """
     s = np.float32(qp.scalar_scale)
     v = np.float32(np.float32(value) / s)
-    q = np.rint(v) if rounding == "rne_f32" else np.float32(np.sign(v) * np.floor(abs(v) + 0.5))
+    if rounding in ("rne_f32", "xnnpack"):
+        q = np.rint(v)
+    else:
+        q = np.float32(np.sign(v) * np.floor(abs(v) + 0.5))
     lo, hi = activation_range(qp.dtype)
     if not math.isfinite(float(q)):
         return hi if value > 0 else lo
@@ -303,6 +307,31 @@ def _tflite_input_ratios(a_scale: float, b_scale: float) -> tuple[float, float, 
     SUB and SQUARED_DIFFERENCE bring both inputs to one scale (each ratio at most 1/2)."""
     t = 2.0 * max(float(f64(a_scale)), float(f64(b_scale)))
     return t, float(f64(a_scale)) / t, float(f64(b_scale)) / t
+
+
+# XNNPACK's qs8/qu8 add keeps 20 bits below the larger ratio's leading bit, and creates the
+# operator only for ratios in [2^-10, 2^8) (its shift then lies in [13, 30]).
+XNNPACK_ADD_BITS = 20
+XNNPACK_ADD_RATIO_RANGE = (2.0 ** -10, 2.0 ** 8)
+
+
+def xnnpack_add_multipliers(a_scale: float, b_scale: float, out_scale: float) \
+        -> tuple[int, int, int]:
+    """``(a_multiplier, b_multiplier, shift)`` of XNNPACK's quantized add: the float32 ratios
+    ``f32(a_scale / out_scale)`` and ``f32(b_scale / out_scale)`` times ``2^shift`` rounded to
+    nearest even (``lrintf``), ``shift = 20 - floor(log2(max ratio))``. Ratios outside
+    ``XNNPACK_ADD_RATIO_RANGE`` raise (XNNPACK refuses to create the operator)."""
+    ra = np.float32(np.float32(a_scale) / np.float32(out_scale))
+    rb = np.float32(np.float32(b_scale) / np.float32(out_scale))
+    largest = float(max(ra, rb))
+    lo, hi = XNNPACK_ADD_RATIO_RANGE
+    if not lo <= largest < hi:
+        raise InvalidQuantizationError(
+            f"XNNPACK's add needs max(a_scale, b_scale) / out_scale in [2^-10, 2^8); got "
+            f"{largest!r} (a_scale {a_scale!r}, b_scale {b_scale!r}, out_scale {out_scale!r})")
+    shift = XNNPACK_ADD_BITS - (math.frexp(largest)[1] - 1)
+    # ratio * 2^shift is exact in float; lrintf rounds it half to even
+    return int(np.rint(float(ra) * 2.0 ** shift)), int(np.rint(float(rb) * 2.0 ** shift)), shift
 
 
 TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT = 7  # int8 SQUARED_DIFFERENCE scales inputs up by 2^7

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm
+from . import _tvm, numerics
 from ._tvm import relax
 from .errors import CanonqnnError
 from .io import interface, random_inputs
@@ -30,11 +30,14 @@ class NotEvaluable(CanonqnnError):
     """The module holds an op the reference interpreter has no definition for."""
 
 
-def _quantize(x, scale, zp, axis: int, out_dtype: str) -> np.ndarray:
-    """relax.quantize: ``clip(round_half_even(f32(x / scale)) + zp)`` in float32."""
+def _quantize(x, scale, zp, axis: int, out_dtype: str, reciprocal: bool = False) -> np.ndarray:
+    """relax.quantize: ``clip(round_half_even(f32(x / scale)) + zp)`` in float32; with
+    ``reciprocal`` (the module's profile says so) ``x * f32(1 / scale)`` for ``x / scale``."""
     scale, zp = _along(np.asarray(scale, np.float32), axis, x.ndim), _along(zp, axis, x.ndim)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        v = np.rint((x.astype(np.float32) / scale).astype(np.float32)) + zp.astype(np.float32)
+        scaled = x.astype(np.float32) * (np.float32(1) / scale).astype(np.float32) \
+            if reciprocal else x.astype(np.float32) / scale
+        v = np.rint(scaled.astype(np.float32)) + zp.astype(np.float32)
     info = np.iinfo(out_dtype)
     return np.clip(v, info.min, info.max).astype(out_dtype)
 
@@ -102,19 +105,25 @@ def evaluate(mod: Any, inputs: dict[str, np.ndarray], island: Island | None = No
     that function (``tvm_island``: TVM alone on that op), else ``NotEvaluable`` names it."""
     io = interface(mod)
     func = mod["main"]
+    relax_ops = RELAX_OPS
+    profile = numerics.recorded(mod)
+    if profile is not None and profile.quantize == "reciprocal":
+        relax_ops = {**RELAX_OPS, "relax.quantize": lambda args, a: _quantize(
+            *args, a["axis"], a["out_dtype"], reciprocal=True)}
     env: dict[Any, Any] = {}
     for param, info in zip(_tvm.function_params(func), io.inputs):
         if info.name not in inputs:
             raise CanonqnnError(f"missing input {info.name!r}")
         env[param] = np.asarray(inputs[info.name]).astype(info.dtype, copy=False)
     for var, value in _tvm.function_bindings(func):
-        env[var] = _value(value, env, var, island)
-    result = _value(func.body.body, env, None, island)
+        env[var] = _value(value, env, var, island, relax_ops)
+    result = _value(func.body.body, env, None, island, relax_ops)
     values = list(result) if isinstance(result, tuple) else [result]
     return Evaluation({o.name: np.asarray(v) for o, v in zip(io.outputs, values)}, env)
 
 
-def _value(expr: Any, env: dict, var: Any, island: Island | None = None) -> Any:
+def _value(expr: Any, env: dict, var: Any, island: Island | None = None,
+           relax_ops: dict[str, Callable[[list, dict], np.ndarray]] = RELAX_OPS) -> Any:
     if isinstance(expr, relax.Var):
         return env[expr]
     if _tvm.is_const(expr):
@@ -134,7 +143,7 @@ def _value(expr: Any, env: dict, var: Any, island: Island | None = None) -> Any:
         return np.asarray(op.run_reference(expr, args))
     name = _tvm.op_name(expr) or type(expr).__name__
     where = f" (bound to {_tvm.var_name(var)})" if var is not None else ""
-    fn = RELAX_OPS.get(name)
+    fn = relax_ops.get(name)
     try:
         if fn is None:
             raise NotEvaluable("no reference (a float island, computed only by TVM)")

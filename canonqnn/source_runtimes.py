@@ -80,3 +80,61 @@ def tflite_runner(model: bytes, resolver: str, names: list[str], preserve_all: b
         return [defined(name, interp.get_tensor(outputs[name]).copy()) for name in names]
 
     return run, None
+
+
+def _torch_program(program: bytes) -> Any:
+    import io
+
+    import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (the q/dq ops a PT2E program calls)
+
+    return torch.export.load(io.BytesIO(program))
+
+
+def _torch_outputs(values: Any) -> list[np.ndarray]:
+    values = values if isinstance(values, (list, tuple)) else [values]
+    return [np.asarray(v.detach().numpy() if hasattr(v, "detach") else v) for v in values]
+
+
+def executorch_runner(program: bytes, input_names: list[str]) -> tuple[Any, str]:
+    """ExecuTorch running the saved ExportedProgram ``program`` lowered to its XNNPACK
+    delegate, as a user deploys a PT2E model (``to_edge_transform_and_lower`` with the
+    ``XnnpackPartitioner``, then the ``.pte`` loaded by the runtime)."""
+    import os
+    import tempfile
+    from importlib.metadata import version
+
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    ep = _torch_program(program)
+    pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "model.pte")
+        with open(path, "wb") as f:
+            f.write(pte.buffer)
+        method = Runtime.get().load_program(path).load_method("forward")
+
+    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        args = [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in input_names]
+        return _torch_outputs(method.execute(args))
+
+    return run, (f"ExecuTorch {version('executorch')}, XNNPACK delegate "
+                 "(to_edge_transform_and_lower with the XnnpackPartitioner)")
+
+
+def torch_eager_runner(program: bytes, input_names: list[str]) -> tuple[Any, str]:
+    """The ExportedProgram run by PyTorch itself: float arithmetic between its quantize and
+    dequantize ops."""
+    import torch
+
+    module = _torch_program(program).module()
+
+    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        with torch.no_grad():
+            args = [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in input_names]
+            return _torch_outputs(module(*args))
+
+    return run, f"PyTorch {torch.__version__} eager (float between quantize and dequantize)"

@@ -86,7 +86,7 @@ def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any
     want = np.broadcast_to(acc_scale, (channels,)).astype(np.float32)
     values = np.broadcast_to(values, (channels,))
     if parsed is None:
-        return _quantized_float_bias(values, want, at)
+        return _quantized_float_bias(values, want, at, ctx.numerics.float_bias)
     qp = parsed.qparams
     if np.any(qp.zero_point):
         return Decline("bias zero point is not 0", at)
@@ -97,10 +97,16 @@ def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any
     return values.astype(np.int64 if parsed.source_dtype == "int64" else np.int32)
 
 
-def _quantized_float_bias(values: np.ndarray, acc_scale: np.ndarray, at: Any):
-    """onnxruntime's WeightBiasQuantization: ``int32(Round(f32(b / f32(x_scale * w_scale))))``
-    (ONNX Round: ties to even), which then runs as an int32 bias."""
-    q = np.rint((values.astype(np.float32) / acc_scale).astype(np.float32))
+def _quantized_float_bias(values: np.ndarray, acc_scale: np.ndarray, at: Any, how: str):
+    """A float bias as the runtime quantizes it (profile ``float_bias``), then an int32 bias:
+    "divide": onnxruntime's WeightBiasQuantization, ``int32(Round(f32(b / f32(x_scale *
+    w_scale))))`` (ONNX Round: ties to even); "reciprocal": XNNPACK's
+    ``RNE(f32(b * f32(1 / f32(x_scale * w_scale))))``."""
+    b = values.astype(np.float32)
+    if how == "reciprocal":
+        q = np.rint((b * (np.float32(1) / acc_scale).astype(np.float32)).astype(np.float32))
+    else:
+        q = np.rint((b / acc_scale).astype(np.float32))
     if not np.all(np.abs(q) < INT32_LIMIT):
         return Decline("float bias does not fit int32 at the accumulator's scale", at)
     return q.astype(np.int32)
@@ -368,7 +374,8 @@ def fold_matmul(ctx: Context, call: Any):
         if alpha != 1.0:
             acc_scale = (acc_scale * np.float32(alpha)).astype(np.float32)
         bias = _bias(ctx, bias_expr, acc_scale, columns, at, axis=len(out_shape) - 1,
-                     out_rank=len(out_shape))
+                     out_rank=len(out_shape),
+                     float_bias=ctx.numerics.matmul_float_bias and out.qparams.dtype == "int8")
         if bias is None:
             return None  # add of a quantized tensor: the add rule folds it
         if isinstance(bias, Decline):

@@ -49,9 +49,9 @@ def fold_binary(ctx: Context, call: Any):
     # The profile's add / mul arithmetic must be one canonqnn.add / mul implements (sub is
     # TFLite's alone).
     if canonical is ew.ADD:
-        ctx.numerics.require("add", ("f32_fma", "q31"), "its quantized add")
+        ctx.numerics.require("add", ("f32_fma", "q31", "xnnpack"), "its quantized add")
     elif canonical is ew.MUL:
-        ctx.numerics.require("mul", ("f32", "q31"), "its quantized mul")
+        ctx.numerics.require("mul", ("f32", "q31", "xnnpack"), "its quantized mul")
     if canonical is ew.SUB:
         return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
                       rounding=ctx.rounding)

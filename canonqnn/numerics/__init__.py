@@ -46,13 +46,25 @@ class Profile:
     # Quantized add and mul with a float32 rounding: "f32_fma" (add: MLAS's AVX2 QLinearAdd,
     # float ratios, FMA, RNE) and "f32" (mul: MLAS's QLinearMul, no FMA) are what canonqnn.add
     # and canonqnn.mul implement; "fixed_point" (the SSE2/NEON QLinearAdd) and "unverified"
-    # (not read or measured) are not. Q31 roundings use TFLite's kernels instead ("q31").
+    # (not read or measured) are not. Q31 roundings use TFLite's kernels instead ("q31");
+    # "xnnpack": XNNPACK's add (20-bit integer multipliers, one shift) and mul (the zero point
+    # added after rounding), rounding xnnpack.
     add: str = "f32_fma"
     mul: str = "f32"
     # The float functions behind lookup tables (sigmoid, tanh, gelu, ...): "x86" (MLAS's
     # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
     # reference kernels), "unverified" (another ISA's kernels, not read: no table is built).
     tables: str = "x86"
+    # A float32 conv bias (no dequantize) quantized to the accumulator's scale s: "divide"
+    # (onnxruntime's WeightBiasQuantization: RNE(f32(b / s))) or "reciprocal" (XNNPACK:
+    # RNE(f32(b * f32(1 / s)))). ``matmul_float_bias``: a matmul's float bias is quantized the
+    # same way (XNNPACK's fully connected) rather than added in float (onnxruntime).
+    float_bias: str = "divide"
+    matmul_float_bias: bool = False
+    # relax.quantize of a float tensor (a model input, a float island's result): "divide"
+    # (ONNX QuantizeLinear: RNE(f32(x / scale))) or "reciprocal" (XNNPACK's and PyTorch's:
+    # RNE(f32(x * f32(1 / scale)))).
+    quantize: str = "divide"
     # Intra-op threads of the runtime: onnxruntime's float ReduceMean picks its summation order
     # by thread count (canonqnn.ops.pool.onnxruntime_summation), so parity runs it with these.
     threads: int = 2
@@ -101,11 +113,13 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             add="q31", mul="q31", tables="tflite",
             description="the TFLite interpreter's reference kernels (OpResolverType."
                         "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
-    Profile("xnnpack", "xnnpack", "ExecuTorch", "any", FROM_SOURCE, add="unverified",
-            mul="unverified", tables="unverified",
-            description="XNNPACK's int8 kernels (the PyTorch frontend's runtime): exact "
-                        "sums, float32 multiplier rounded to nearest even (conv measured "
-                        "bit-exact, notes); its add and mul not yet read"),
+    Profile("xnnpack", "xnnpack", "ExecuTorch 1.5", "any", MEASURED, rounding="xnnpack",
+            add="xnnpack", mul="xnnpack", tables="unverified", float_bias="reciprocal",
+            matmul_float_bias=True, quantize="reciprocal",
+            description="XNNPACK's int8 kernels as ExecuTorch runs them (the PyTorch "
+                        "frontend's runtime): exact sums, a float32 multiplier rounded to "
+                        "nearest even, float biases quantized by the reciprocal of their "
+                        "scale, a fixed-point add; its lookup tables are not implemented"),
 )}
 
 

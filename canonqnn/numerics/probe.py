@@ -81,7 +81,7 @@ def onnxruntime_profile() -> Profile:
 
 
 # The profile each source format's runtime follows wherever it runs.
-HOST_INDEPENDENT = {"tflite": "tflite-reference", "relax": "exact"}
+HOST_INDEPENDENT = {"tflite": "tflite-reference", "torch": "xnnpack", "relax": "exact"}
 
 
 def source_profile(source: str) -> Profile:

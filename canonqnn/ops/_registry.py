@@ -17,7 +17,7 @@ import numpy as np
 from .. import _tvm
 
 PREFIX = "relax.canonqnn."
-ROUNDINGS = ("rne_f32", "q31_double", "q31_single")  # docs/spec.md, "Rounding modes"
+ROUNDINGS = ("rne_f32", "q31_double", "q31_single", "xnnpack")  # docs/spec.md, "Rounding modes"
 
 
 @dataclass(frozen=True)

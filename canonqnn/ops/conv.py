@@ -246,7 +246,7 @@ CONV2D = register(CanonicalOp(
                 "kernel whose multiplier a Q31 rounding reproduces); Q31 roundings only: x "
                 "int16 with out_dtype int16 and zero points 0, bias int32 or int64 (the "
                 "accumulator's type)",
-    roundings=("rne_f32", *Q31_ROUNDINGS),
+    roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
 ))
 
 

@@ -252,7 +252,7 @@ CONV2D_TRANSPOSE = register(CanonicalOp(
     constraints="x int8 NCHW, w int8 [C, O/G, kh, kw] (constant or not), bias int32 [O], "
                 "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
                 "output size >= 1",
-    roundings=("rne_f32", *Q31_ROUNDINGS),
+    roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
 ))
 
 

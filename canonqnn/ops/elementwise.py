@@ -23,6 +23,15 @@ values do not depend on the stored dtype, so there is no source_dtype):
     d = f32(f32(f32(a - a_zp) * a_scale) - f32(f32(b - b_zp) * b_scale))
     y = clamp(RNE(f32(d / out_scale)), act_min - out_zp, act_max - out_zp) + out_zp
 
+Rounding ``xnnpack`` reproduces XNNPACK's qs8 add and mul (each measured bit-exact on every
+pair of int8 inputs); the stored dtype does not matter:
+    add: integer multipliers from ``qparams.xnnpack_add_multipliers``,
+         acc = (a - a_zp) * mA + (b - b_zp) * mB + 2^(shift - 1)     (exact in int32)
+         y = clamp((acc >> shift) + out_zp, act_min, act_max)          (one rounding, ties up)
+    mul: ratio as for rne_f32,
+         y = clamp(RNE(f32(f32((a - a_zp) * (b - b_zp)) * ratio)) + out_zp, act_min, act_max)
+         (the zero point added after rounding, where rne_f32 adds it before)
+
 Roundings ``q31_double`` / ``q31_single`` reproduce the TFLite interpreter's reference kernels
 (ADD, SUB, MUL; int8 and uint8 compute the same integers after the shift by 128, so
 ``source_dtype`` does not matter there). MBQM = MultiplyByQuantizedMultiplier (canonqnn/ops/_q31.py)
@@ -49,10 +58,11 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
+from ..errors import InvalidQuantizationError
 from ..qparams import (TFLITE_ADD_LEFT_SHIFT, TFLITE_ADD_LEFT_SHIFT_INT16,
                        TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT, QParams, tflite_add_multipliers,
-                       tflite_mul_multiplier,
-                       tflite_squared_difference_multipliers)
+                       tflite_mul_multiplier, tflite_squared_difference_multipliers,
+                       xnnpack_add_multipliers)
 from ._dtypes import check_sixteen_bit
 from ._q31 import (Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31,
                    te_multiply_by_quantized_multiplier, te_requant_q31)
@@ -130,6 +140,11 @@ def _add_constants(a: dict) -> tuple[np.float32, np.float32, np.float32]:
 def add_reference(x, y, **a) -> np.ndarray:
     if a["rounding"] in Q31_ROUNDINGS:
         return _add_sub_q31_reference(x, y, 1, a)
+    if a["rounding"] == "xnnpack":
+        ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
+        acc = ((x.astype(np.int64) - a["a_zp"]) * ma + (y.astype(np.int64) - a["b_zp"]) * mb
+               + (1 << (shift - 1)))
+        return np.clip((acc >> shift) + a["out_zp"], a["act_min"], a["act_max"]).astype(np.int8)
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = _add_constants(a)
     xf, yf = (x.astype(np.int32) + o).astype(F32), (y.astype(np.int32) + o).astype(F32)
@@ -170,6 +185,8 @@ def _add_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     if a["rounding"] in Q31_ROUNDINGS:
         return _add_sub_q31_legalize(bb, call, 1, "add")
+    if a["rounding"] == "xnnpack":
+        return _add_xnnpack_legalize(bb, call, a)
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = (_f(v) for v in _add_constants(a))
     a_first = not a_is_span_scalar(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
@@ -187,6 +204,19 @@ def _add_legalize(bb: Any, call: Any) -> Any:
                       primfunc_name_hint="canonqnn_add")
 
 
+def _add_xnnpack_legalize(bb: Any, call: Any, a: dict) -> Any:
+    ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
+    fixed = (1 << (shift - 1)) - ma * a["a_zp"] - mb * a["b_zp"]  # |acc| < 2^31 (qparams)
+
+    def elem(xv, yv):
+        acc = xv.astype("int32") * _i32(ma) + yv.astype("int32") * _i32(mb) + _i32(fixed)
+        y = (acc >> _i32(shift)) + _i32(a["out_zp"])
+        return te.max(te.min(y, _i32(a["act_max"])), _i32(a["act_min"])).astype("int8")
+
+    return bb.call_te(_broadcast_compute("add", elem), call.args[0], call.args[1],
+                      primfunc_name_hint="canonqnn_add")
+
+
 def _mul_ratio(a: dict) -> np.float32:
     return F32(F32(F32(a["a_scale"]) * F32(a["b_scale"])) / F32(a["out_scale"]))
 
@@ -199,6 +229,9 @@ def mul_reference(x, y, **a) -> np.ndarray:
                            a["rounding"])
     o = storage_offset(a["source_dtype"])
     p = (x.astype(np.int32) - a["a_zp"]) * (y.astype(np.int32) - a["b_zp"])
+    if a["rounding"] == "xnnpack":
+        r = np.rint((p.astype(F32) * _mul_ratio(a)).astype(F32)).astype(np.int64) + a["out_zp"]
+        return np.clip(r, a["act_min"], a["act_max"]).astype(np.int8)
     t = ((p.astype(F32) * _mul_ratio(a)).astype(F32) + F32(a["out_zp"] + o)).astype(F32)
     return _round_clamp(t, a, o)
 
@@ -212,6 +245,9 @@ def _mul_legalize(bb: Any, call: Any) -> Any:
 
     def elem(xv, yv):
         p = (xv.astype("int32") - a["a_zp"]) * (yv.astype("int32") - a["b_zp"])
+        if a["rounding"] == "xnnpack":
+            r = tirx.round(p.astype("float32") * ratio).astype("int32") + _i32(a["out_zp"])
+            return te.max(te.min(r, _i32(a["act_max"])), _i32(a["act_min"])).astype("int8")
         # f32(p * ratio) is rounded before the add (ORT's SSE2 kernel has no FMA)
         return _te_round_clamp(te_no_contract(p.astype("float32") * ratio)
                                + _f(a["out_zp"] + o), a, o)
@@ -223,25 +259,26 @@ def _mul_legalize(bb: Any, call: Any) -> Any:
 ADD = register(CanonicalOp(
     name="add",
     summary="int8 + int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearAdd "
-            "arithmetic; q31: TFLite ADD)",
+            "arithmetic; q31: TFLite ADD; xnnpack: XNNPACK's add)",
     args=("a", "b"), attrs=ATTRS, infer=_add_out_shape, legalize=_add_legalize,
     reference=add_reference,
     constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8; "
                 "q31: 2 * max(a_scale, b_scale) < 2^20 * out_scale (as TFLite); q31 only: a, "
-                "b int16 (TFLite 16x8 ADD, general scales, zero points 0), 2^15 for 2^20",
+                "b int16 (TFLite 16x8 ADD, general scales, zero points 0), 2^15 for 2^20; "
+                "xnnpack: max(a_scale, b_scale) / out_scale in [2^-10, 2^8) (as XNNPACK)",
     family="elementwise",
-    roundings=("rne_f32",) + Q31_ROUNDINGS,
+    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
 ))
 
 MUL = register(CanonicalOp(
     name="mul",
     summary="int8 * int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearMul "
-            "arithmetic; q31: TFLite MUL)",
+            "arithmetic; q31: TFLite MUL; xnnpack: XNNPACK's mul)",
     args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_mul_legalize,
     reference=mul_reference,
     constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
     family="elementwise",
-    roundings=("rne_f32",) + Q31_ROUNDINGS,
+    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
 ))
 
 # ---------------------------------------------------------------- sub
@@ -324,6 +361,11 @@ def binary(op: CanonicalOp, a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, ou
                           dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.scalar_zp, out_zp=out_qp.scalar_zp))
     if op is ADD and rounding in Q31_ROUNDINGS:
         _add_q31_multipliers(attrs, _add_left_shift(dtype))  # raises where TFLite refuses
+    if op is ADD and rounding == "xnnpack":
+        try:
+            xnnpack_add_multipliers(a_qp.scalar_scale, b_qp.scalar_scale, out_qp.scalar_scale)
+        except InvalidQuantizationError as exc:
+            raise UnsupportedRounding(str(exc)) from None
     return op.call([a_q, b_q], attrs)
 
 

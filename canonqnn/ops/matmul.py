@@ -331,7 +331,7 @@ MATMUL = register(CanonicalOp(
                 "batch_matmul (the TFLite kernel reproduced); a int16 (fully_connected only) "
                 "with out_dtype int16 and zero points 0, bias int32 or int64 (the "
                 "accumulator's type)",
-    roundings=("rne_f32", *Q31_ROUNDINGS),
+    roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
 ))
 
 

@@ -221,9 +221,9 @@ REQUANTIZE = register(CanonicalOp(
     legalize=_requantize_legalize,
     reference=_requantize_reference,
     constraints="x int8 per tensor, output int8 per tensor; or x and output int16 (" +
-                INT16_UNDER_Q31 + ")",
+                INT16_UNDER_Q31 + "); xnnpack: equal input and output parameters (a clamp)",
     family="movement",
-    roundings=("rne_f32",) + Q31_ROUNDINGS,
+    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
 ))
 
 
@@ -231,6 +231,11 @@ def requantize(x: Any, in_qp: QParams, out_qp: QParams, act: tuple[int, int] | N
                rounding: str = "rne_f32") -> Any:
     """``act`` defaults to the full range of ``x``'s dtype (the output's)."""
     check_activation_dtype("requantize", x, rounding, (in_qp.scalar_zp, out_qp.scalar_zp))
+    if rounding == "xnnpack" and not in_qp.same_as(out_qp):
+        # equal parameters make it a clamp; XNNPACK's qs8 convert was not measured
+        raise UnsupportedRounding("canonqnn.requantize: rounding xnnpack needs equal input and "
+                                  "output parameters (XNNPACK's requantization is not "
+                                  "implemented)")
     if act is None:
         act = activation_range(_tvm.dtype_of(x))
     return REQUANTIZE.call([x], dict(
@@ -297,9 +302,10 @@ CONCAT = register(CanonicalOp(
     legalize=_concat_legalize,
     reference=_concat_reference,
     constraints="inputs int8 per tensor, non-negative axis; q31 with differing parameters: "
-                "source_dtype uint8 only (TFLite's int8 kernel requires equal parameters)",
+                "source_dtype uint8 only (TFLite's int8 kernel requires equal parameters); "
+                "xnnpack: equal parameters (a copy)",
     family="movement",
-    roundings=("rne_f32",) + Q31_ROUNDINGS,
+    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
 ))
 
 
@@ -309,6 +315,11 @@ def concat(xs: list[Any], in_qps: list[QParams], out_qp: QParams, axis: int,
     if rounding in Q31_ROUNDINGS and source_dtype != "uint8" and \
             not all(q.same_as(out_qp) for q in in_qps):
         raise UnsupportedRounding(_INT8_RESCALE)
+    if rounding == "xnnpack" and not all(q.same_as(out_qp) for q in in_qps):
+        # the XNNPACK quantizer gives a cat's inputs its output's parameters
+        raise UnsupportedRounding("canonqnn.concat: rounding xnnpack needs every input to have "
+                                  "the output's parameters (XNNPACK's requantization is not "
+                                  "implemented)")
     return CONCAT.call(list(xs), dict(
         axis=int(axis), in_scales=[q.scalar_scale for q in in_qps],
         in_zps=[q.scalar_zp for q in in_qps], out_scale=out_qp.scalar_scale,

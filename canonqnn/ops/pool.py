@@ -6,6 +6,11 @@ global_avg_pool2d (rounding rne_f32, onnxruntime QLinearGlobalAveragePool):
     scale = f32(x_scale / f32(out_scale * f32(H*W)))
     y = clamp(RNE(f32(acc) * scale), act - out_zp) + out_zp
 
+global_avg_pool2d (rounding xnnpack, XNNPACK's qs8 mean; measured bit-exact):
+    sc = f32(f32(x_scale / out_scale) * f32(1 / (H*W)))
+    bias = f32(out_zp - f32(f32(H*W * x_zp) * sc))
+    y = clamp(RNE(f32(f32(f32(sum_{h,w} x) * sc) + bias)), act_min, act_max)   (no FMA)
+
 avg_pool2d (rounding rne_f32, onnxruntime QLinearAveragePool; o = 128 for uint8 sources):
     xf = f32(x_scale * f32(x - x_zp))
     s = 0; for each in-bounds tap of the window, row-major: s = f32(s + xf)
@@ -110,8 +115,18 @@ def _global_scale(a: dict, count: int) -> np.float32:
     return F32(F32(a["x_scale"]) / F32(F32(a["out_scale"]) * F32(count)))
 
 
+def _xnnpack_global_constants(a: dict, count: int) -> tuple[np.float32, np.float32]:
+    sc = F32(F32(F32(a["x_scale"]) / F32(a["out_scale"])) * F32(F32(1) / F32(count)))
+    return sc, F32(F32(a["out_zp"]) - F32(F32(count * a["x_zp"]) * sc))
+
+
 def _global_reference(x, **a) -> np.ndarray:
     n, c, h, w = x.shape
+    if a["rounding"] == "xnnpack":
+        sc, bias = _xnnpack_global_constants(a, h * w)
+        total = x.astype(np.int32).sum(axis=(2, 3), keepdims=True)
+        v = ((total.astype(F32) * sc).astype(F32) + bias).astype(F32)
+        return np.clip(np.rint(v), a["act_min"], a["act_max"]).astype(np.int8)
     if a["rounding"] in Q31_ROUNDINGS:
         total = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
         if a["q31_kernel"] == "average_pool":
@@ -137,12 +152,23 @@ def _global_legalize(bb: Any, call: Any) -> Any:
         if a["rounding"] in Q31_ROUNDINGS:
             return te.compute((n, c, 1, 1), lambda *i: _te_q31_global(
                 acc(*i), a, h * w, x.dtype), name="global_avg_pool")
+        if a["rounding"] == "xnnpack":
+            sc, bias = (tirx.const(float(v), "float32")
+                        for v in _xnnpack_global_constants(a, h * w))
+            return te.compute((n, c, 1, 1), lambda *i: _te_xnnpack_global(
+                acc(*i), sc, bias, a), name="global_avg_pool")
 
         return te.compute((n, c, 1, 1), lambda *i: te_requant_accumulator(
             acc(*i) - a["x_zp"] * h * w, scale, a["out_zp"], a["act_min"], a["act_max"]),
             name="global_avg_pool")
 
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_global_avg_pool2d")
+
+
+def _te_xnnpack_global(total, sc, bias, a: dict):
+    v = tirx.round(te_no_contract(total.astype("float32") * sc) + bias)
+    lo, hi = (tirx.const(float(a[k]), "float32") for k in ("act_min", "act_max"))
+    return te.max(te.min(v, hi), lo).astype("int32").astype("int8")
 
 
 def _te_q31_global(total, a: dict, count: int, out_dtype: str):
@@ -170,7 +196,7 @@ GLOBAL_AVG_POOL2D = register(CanonicalOp(
                 "q31_kernel 'mean' (TFLite MEAN) or 'average_pool' (TFLite AVERAGE_POOL_2D, "
                 "equal parameters); x int16 (TFLite 16x8 MEAN, zero points 0): int16 out",
     family="pool",
-    roundings=ROUNDINGS,
+    roundings=(*ROUNDINGS, "xnnpack"),
 ))
 
 

@@ -1,0 +1,77 @@
+"""Converter registry and the per-import context of the PyTorch frontend.
+
+A converter is ``fn(ctx, node, args) -> Value`` registered with
+``@torch_op("aten.conv2d.default", ...)``: ``node`` is the ``torch.fx.Node`` and ``args`` its
+positional arguments with every node replaced by its ``Value`` (literals stay literals).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from canonqnn import _tvm
+
+from .._base import ImportContext as BaseContext
+from .._base import Registry, Source, Unsupported
+
+# The program's dtype names as numpy / Relax name them.
+TORCH_DTYPES = {"torch.float32": "float32", "torch.int8": "int8", "torch.uint8": "uint8",
+                "torch.int16": "int16", "torch.int32": "int32", "torch.int64": "int64",
+                "torch.bool": "bool", "torch.float64": "float64", "torch.float16": "float16"}
+
+
+def dtype_name(dtype: Any) -> str:
+    """``torch.int8`` -> ``"int8"`` (the name of a dtype no frontend reads, as torch spells it)."""
+    return TORCH_DTYPES.get(str(dtype), str(dtype))
+
+
+@dataclass
+class Value:
+    """One node's result as imported: ``expr`` its Relax expression (None for a constant not
+    yet materialized), ``const`` the numpy value of a parameter, buffer or constant tensor,
+    ``step`` the quantization step of a float tensor a dequantize produced (parity's LSB)."""
+
+    expr: Any = None
+    const: np.ndarray | None = None
+    step: float | None = None
+
+
+Converter = Callable[["ImportContext", Any, list], Value]
+REGISTRY = Registry()
+CONVERTERS: dict[str, Converter] = REGISTRY.converters
+# The arithmetic of XNNPACK's int8 kernels, which ExecuTorch runs PT2E programs on.
+SOURCE = Source("PyTorch", "torch", "xnnpack")
+
+
+def torch_op(*targets: str) -> Callable[[Converter], Converter]:
+    return REGISTRY.op(*targets)
+
+
+class ImportContext(BaseContext):
+    """What converters need: the block builder, constants and shapes."""
+
+    def expr(self, value: Value) -> Any:
+        """The Relax expression of ``value``, materializing a constant on first use."""
+        if value.expr is None:
+            value.expr = _tvm.const(np.ascontiguousarray(value.const))
+        return value.expr
+
+    def value(self, expr: Any, step: float | None = None) -> Value:
+        return Value(expr=self.emit(expr), step=step)
+
+    @staticmethod
+    def constant(value: Any, what: str) -> np.ndarray:
+        if not isinstance(value, Value) or value.const is None:
+            raise Unsupported(f"{what} must be a constant tensor of the program (a parameter, "
+                              "buffer or constant), not computed at run time")
+        return value.const
+
+    @staticmethod
+    def shape(value: Value) -> tuple[int, ...]:
+        if value.const is not None:
+            return tuple(value.const.shape)
+        return _tvm.shape_of(value.expr)

@@ -1,0 +1,245 @@
+"""PyTorch ExportedProgram (PT2E-quantized) -> fake-quant Relax module (see docs/fq-form.md).
+
+``convert_pt2e`` already writes the fake-quant form: ``quantized_decomposed`` quantize and
+dequantize around float aten ops. The importer reads the program's signature (user inputs
+become the module's parameters; parameters, buffers and constants are constants, those no
+node reads are left out), converts every node in order - quantize and dequantize by
+``ops.quant``, every other op by TVM's own ExportedProgram converters (``_generic``) - and
+returns the user outputs. Shapes must be static. The module records ``source="torch"`` and
+``rounding="xnnpack"``: ExecuTorch runs such programs on XNNPACK's int8 kernels.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import os
+import zipfile
+from typing import Any
+
+import numpy as np
+
+from canonqnn import _tvm
+from canonqnn.errors import InvalidModelError, first_line
+from canonqnn.io import TensorInfo
+
+from .._base import convert_node, import_function
+from . import ops  # noqa: F401  (ops registers the converters)
+from ._context import CONVERTERS, SOURCE, ImportContext, Unsupported, Value, dtype_name
+from ._generic import FloatOps
+
+SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
+
+
+def read_program(program: Any) -> Any:
+    """The ``torch.export.ExportedProgram`` given, or loaded from a ``.pt2`` file saved with
+    ``torch.export.save``."""
+    import torch
+
+    if isinstance(program, torch.export.ExportedProgram):
+        return program
+    if not isinstance(program, (str, os.PathLike)):
+        raise InvalidModelError(f"not an ExportedProgram or a path: {type(program).__name__}")
+    path = os.fspath(program)
+    if not os.path.isfile(path):
+        raise InvalidModelError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise InvalidModelError(f"{path}: not a program saved by torch.export.save (a .pt2 "
+                                "file is a zip archive), or truncated")
+    # Registers the quantized_decomposed ops, which a saved PT2E program calls.
+    import torch.ao.quantization.fx._decomposed  # noqa: F401
+
+    log = logging.getLogger("torch.export")  # logs a traceback before it raises
+    level = log.level
+    log.setLevel(logging.CRITICAL)
+    try:
+        return torch.export.load(path)
+    except Exception as exc:  # noqa: BLE001  (torch's loader raises many kinds)
+        raise InvalidModelError(f"{path}: not a program saved by torch.export.save, or "
+                                f"truncated ({type(exc).__name__}: {first_line(exc)})") from None
+    finally:
+        log.setLevel(level)
+
+
+def kind(node: Any) -> str:
+    """How errors and the registry name a node's op: ``aten.conv2d.default``."""
+    if node.op != "call_function":
+        return node.op
+    return "getitem" if node.target is operator.getitem else str(node.target)
+
+
+def load(program: Any) -> Any:
+    """Import a PT2E-quantized ``torch.export.ExportedProgram`` (or a ``.pt2`` path) into the
+    fake-quant Relax form."""
+    ep = read_program(program)
+    bb = _tvm.BlockBuilder()
+    ctx = ImportContext(bb)
+    float_ops = FloatOps(bb)
+    nodes = list(ep.graph.nodes)
+    _prescan(nodes, float_ops)
+    inputs, stored = _signature(ep)
+    values: dict[Any, Value] = {}
+    placeholders = {n.name: n for n in nodes if n.op == "placeholder"}
+    for name, array in stored.items():
+        values[placeholders[name]] = Value(const=array)
+
+    def bind_inputs(params: list) -> None:
+        for info, param in zip(inputs, params):
+            values[placeholders[info.name]] = Value(expr=param)
+
+    def convert() -> tuple[list, list[TensorInfo]]:
+        for node in nodes:
+            if node.op == "call_function":
+                where = f"node {node.name!r} ({kind(node)})"
+                values[node] = convert_node(SOURCE, node.name, kind(node), where,
+                                            lambda node=node: _convert(ctx, node, values,
+                                                                       float_ops))
+        return _outputs(ctx, ep, nodes, values)
+
+    return import_function(SOURCE, bb, inputs, bind_inputs, convert)
+
+
+def _mutation(node: Any, order: dict) -> str | None:
+    """Why an in-place op cannot be imported, or None. The converters compute every op as a
+    new tensor: right unless the op writes the program's state (a parameter or buffer: the
+    module is one run from the initial state) or a tensor some later node reads."""
+    schema = getattr(node.target, "_schema", None)
+    if schema is None or not schema.is_mutable:
+        return None
+    for arg, spec in zip(node.args, schema.arguments):
+        if spec.alias_info is None or not spec.alias_info.is_write or \
+                not hasattr(arg, "users"):
+            continue
+        if arg.op == "placeholder":
+            return (f"writes {arg.name!r} in place: the program mutates its state (canonqnn "
+                    "imports inference programs)")
+        if any(order[user] > order[node] for user in arg.users):
+            return f"writes {arg.name!r} in place, which a later node reads"
+    return None
+
+
+def _prescan(nodes: list, float_ops: FloatOps) -> None:
+    problems = []
+    order = {node: i for i, node in enumerate(nodes)}
+    for node in nodes:
+        if node.op in ("placeholder", "output"):
+            continue
+        if node.op != "call_function":
+            problems.append((node.name, node.op, f"{node.op} nodes are not supported "
+                             "(submodules and control flow)"))
+        elif kind(node) not in CONVERTERS and not float_ops.takes(node) and \
+                node.target is not operator.getitem:
+            problems.append((node.name, kind(node), "operator is not supported by canonqnn or "
+                             "TVM's ExportedProgram importer"))
+        elif (why := _mutation(node, order)) is not None:
+            problems.append((node.name, kind(node), why))
+    if problems:
+        raise SOURCE.unsupported(problems)
+
+
+def _signature(ep: Any) -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
+    """The user inputs' interface, and every parameter, buffer and constant tensor by the
+    name of its placeholder."""
+    from torch.export.graph_signature import InputKind
+
+    inputs, stored, problems = [], {}, []
+    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+    for spec in ep.graph_signature.input_specs:
+        name = spec.arg.name
+        if spec.kind == InputKind.USER_INPUT:
+            info = _input_info(placeholders[name], problems)
+            if info is not None:
+                inputs.append(info)
+        elif spec.kind in (InputKind.PARAMETER, InputKind.BUFFER, InputKind.CONSTANT_TENSOR):
+            tensor = ep.state_dict.get(spec.target)
+            if tensor is None:
+                tensor = ep.constants.get(spec.target)
+            if tensor is None:
+                problems.append((name, spec.kind.name.lower(), f"no value stored for "
+                                 f"{spec.target!r}"))
+            elif placeholders[name].users:  # unused float weights stay in PT2E's signature
+                stored[name] = _numpy(tensor, name, problems)
+        else:
+            problems.append((name, spec.kind.name.lower(), "input kind is not supported"))
+    if problems:
+        raise SOURCE.unsupported(problems)
+    return inputs, stored
+
+
+def _input_info(node: Any, problems: list) -> TensorInfo | None:
+    import torch
+
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        problems.append((node.name, "graph input", f"a {type(val).__name__} input (tensors "
+                         "only)"))
+        return None
+    dtype = dtype_name(val.dtype)
+    shape = tuple(val.shape)
+    if dtype not in SUPPORTED_INPUT_DTYPES:
+        problems.append((node.name, "graph input", f"input dtype {dtype} is not supported"))
+    elif not all(isinstance(d, int) for d in shape):
+        problems.append((node.name, "graph input", f"shape {list(shape)} is not static: "
+                         "export without dynamic_shapes"))
+    else:
+        return TensorInfo(node.name, dtype, shape)
+    return None
+
+
+def _numpy(tensor: Any, name: str, problems: list) -> np.ndarray | None:
+    try:
+        return tensor.detach().cpu().contiguous().numpy()
+    except (TypeError, RuntimeError) as exc:
+        problems.append((name, "constant", f"cannot be read: {exc}"))
+        return None
+
+
+def _arg(values: dict, arg: Any) -> Any:
+    """A node argument with every node replaced by its Value."""
+    from torch import fx
+
+    if isinstance(arg, fx.Node):
+        return values[arg]
+    if isinstance(arg, (list, tuple)):
+        return type(arg)(_arg(values, a) for a in arg)
+    return arg
+
+
+def _convert(ctx: ImportContext, node: Any, values: dict,
+             float_ops: FloatOps) -> Value | list[Value]:
+    if node.target is operator.getitem:  # one result of an op with several
+        results, index = values[node.args[0]], node.args[1]
+        if not isinstance(results, list) or not -len(results) <= index < len(results):
+            raise Unsupported(f"result {index} of {node.args[0].name!r}, which has none")
+        return results[index]
+    converter = CONVERTERS.get(kind(node))
+    if converter is not None:
+        return converter(ctx, node, [_arg(values, a) for a in node.args])
+    return float_ops.convert(ctx, node, {n: values[n] for n in node.all_input_nodes})
+
+
+def _outputs(ctx: ImportContext, ep: Any, nodes: list, values: dict):
+    from torch import fx
+    from torch.export.graph_signature import OutputKind
+
+    (results,) = nodes[-1].args
+    exprs, infos, problems = [], [], []
+    for spec, result in zip(ep.graph_signature.output_specs, results):
+        if spec.kind != OutputKind.USER_OUTPUT:
+            problems.append((spec.arg.name, "graph output", f"a {spec.kind.name.lower()} "
+                             "output (the program mutates state; canonqnn imports inference "
+                             "programs)"))
+            continue
+        if not isinstance(result, fx.Node):
+            problems.append((str(result), "graph output", "not a tensor computed by the "
+                             "program"))
+            continue
+        value = values[result]
+        expr = ctx.expr(value)
+        dtype = _tvm.dtype_of(expr)
+        lsb = value.step if dtype == "float32" else 1.0
+        infos.append(TensorInfo(result.name, dtype, _tvm.shape_of(expr), lsb))
+        exprs.append(expr)
+    if problems:
+        raise SOURCE.unsupported(problems)
+    return exprs, infos

@@ -1,0 +1,3 @@
+"""The PyTorch frontend's own converters (importing them registers them)."""
+
+from . import nn, quant  # noqa: F401

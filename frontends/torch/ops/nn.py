@@ -1,0 +1,38 @@
+"""Ops whose Relax form TVM's converters write otherwise than the rules match: linear (the
+weight transposed with explicit axes, as ONNX's Gemm with transB) and adaptive average pooling
+(a mean over the spatial axes when the output is 1x1, as ONNX's GlobalAveragePool; a pooling
+window when the sizes divide)."""
+
+from __future__ import annotations
+
+from canonqnn._tvm import relax
+
+from .._context import ImportContext, Unsupported, Value, torch_op
+
+
+@torch_op("aten.linear.default")
+def linear(ctx: ImportContext, node, args):
+    x, w = args[:2]
+    b = args[2] if len(args) > 2 else None
+    if len(ctx.shape(w)) != 2:
+        raise Unsupported(f"a rank-{len(ctx.shape(w))} weight (2-D only)")
+    wt = ctx.emit(relax.op.permute_dims(ctx.expr(w), [1, 0]))
+    y = ctx.emit(relax.op.matmul(ctx.expr(x), wt))
+    if b is not None:
+        y = ctx.emit(relax.op.add(y, ctx.expr(b)))
+    return Value(expr=y)
+
+
+@torch_op("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default")
+def adaptive_avg_pool2d(ctx: ImportContext, node, args):
+    x, size = args[:2]
+    shape = ctx.shape(x)
+    if len(shape) != 4:
+        raise Unsupported(f"a rank-{len(shape)} input (NCHW only)")
+    out = [shape[2 + i] if s is None else int(s) for i, s in enumerate(size)]
+    if out == [1, 1]:
+        return ctx.value(relax.op.mean(ctx.expr(x), axis=[2, 3], keepdims=True))
+    if any(n % o for n, o in zip(shape[2:], out)):
+        raise Unsupported(f"output size {out} does not divide the input's {list(shape[2:])}")
+    window = [n // o for n, o in zip(shape[2:], out)]
+    return ctx.value(relax.op.nn.avg_pool2d(ctx.expr(x), pool_size=window, strides=window))
