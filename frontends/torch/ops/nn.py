@@ -1,9 +1,11 @@
 """Ops whose Relax form TVM's converters write otherwise than the rules match: linear (the
-weight transposed with explicit axes, as ONNX's Gemm with transB) and adaptive average pooling
+weight transposed with explicit axes, as ONNX's Gemm with transB), adaptive average pooling
 (a mean over the spatial axes when the output is 1x1, as ONNX's GlobalAveragePool; a pooling
-window when the sizes divide)."""
+window when the sizes divide) and mean (by where ExecuTorch runs it)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from canonqnn._tvm import relax
 
@@ -36,3 +38,24 @@ def adaptive_avg_pool2d(ctx: ImportContext, node, args):
         raise Unsupported(f"output size {out} does not divide the input's {list(shape[2:])}")
     window = [n // o for n, o in zip(shape[2:], out)]
     return ctx.value(relax.op.nn.avg_pool2d(ctx.expr(x), pool_size=window, strides=window))
+
+
+@torch_op("aten.mean.dim")
+def mean(ctx: ImportContext, node, args):
+    """ExecuTorch's XNNPACK partitioner takes a mean over H and W of a 4-D tensor with kept
+    dims (its global average pool); any other mean runs in ExecuTorch's portable float kernel,
+    written as sum / count (the form that says "float arithmetic", as ONNX's ReduceMean)."""
+    x, dims = args[:2]
+    keepdim = bool(args[2]) if len(args) > 2 else bool(node.kwargs.get("keepdim", False))
+    if node.kwargs.get("dtype") is not None:
+        raise Unsupported("mean with a dtype argument")
+    rank = len(ctx.shape(x))
+    axes = sorted(range(rank) if dims is None or len(dims) == 0 else {int(d) % rank
+                                                                       for d in dims})
+    if rank == 4 and axes == [2, 3] and keepdim:
+        return ctx.value(relax.op.mean(ctx.expr(x), axis=axes, keepdims=True))
+    count = 1
+    for a in axes:
+        count *= ctx.shape(x)[a]
+    total = ctx.emit(relax.op.sum(ctx.expr(x), axis=axes, keepdims=keepdim))
+    return ctx.value(relax.op.divide(total, relax.const(np.float32(count))))
