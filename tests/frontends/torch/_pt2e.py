@@ -5,6 +5,7 @@ process (parity runs it in a child; the tests that compare many inputs call it d
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import tempfile
@@ -136,8 +137,10 @@ def quantize(model: nn.Module, shape, *, per_channel: bool = True, seed: int = 0
     return torch.export.export(convert_pt2e(prepared), (example,))
 
 
+@functools.lru_cache(maxsize=None)
 def network(name: str, *, per_channel: bool = True, seed: int = 0) -> torch.export.ExportedProgram:
-    """One of ``NETWORKS``, its weights (and BatchNorm statistics) seeded, quantized."""
+    """One of ``NETWORKS``, its weights (and BatchNorm statistics) seeded, quantized (once per
+    test session: the tests only read it)."""
     cls, shape = NETWORKS[name]
     torch.manual_seed(seed)
     model = cls()
@@ -172,3 +175,46 @@ def executorch_method(program: torch.export.ExportedProgram):
 def run_executorch(method, *inputs: np.ndarray) -> list[np.ndarray]:
     outs = method.execute([torch.from_numpy(np.ascontiguousarray(x)) for x in inputs])
     return [np.asarray(o) for o in outs]
+
+
+class _QdqProgram(nn.Module):
+    """``fn`` of int8 inputs, each read through dequantize with its (scale, zero point), its
+    result quantized with ``out`` (then dequantized, as convert_pt2e writes a graph output)."""
+
+    def __init__(self, fn, inputs, out):
+        super().__init__()
+        self.fn, self.inputs, self.out = fn, inputs, out
+
+    def forward(self, *xs):
+        q = torch.ops.quantized_decomposed
+        real = [q.dequantize_per_tensor(q.quantize_per_tensor(x, s, z, -128, 127, torch.int8),
+                                        s, z, -128, 127, torch.int8)
+                for x, (s, z) in zip(xs, self.inputs)]
+        s, z = self.out
+        y = q.quantize_per_tensor(self.fn(*real), s, z, -128, 127, torch.int8)
+        return q.dequantize_per_tensor(y, s, z, -128, 127, torch.int8)
+
+
+def qdq_program(fn, inputs: list[tuple[float, int]], out: tuple[float, int],
+                shapes: list[tuple[int, ...]]) -> torch.export.ExportedProgram:
+    """A program computing ``fn`` between chosen quantization parameters (what convert_pt2e
+    writes around an annotated op, with parameters a test picks instead of calibrating)."""
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (the q/dq ops)
+
+    quiet()
+    example = tuple(torch.zeros(shape) for shape in shapes)
+    return torch.export.export(_QdqProgram(fn, inputs, out), example)
+
+
+def real_values(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """Float inputs that quantize (by the reciprocal of ``scale``) to exactly ``q``."""
+    return ((q.astype(np.int32) - zero_point).astype(np.float32) * np.float32(scale)) \
+        .astype(np.float32)
+
+
+def stored(real: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
+    """The int8 values a dequantized output holds (checked exact)."""
+    q = np.rint(real.astype(np.float64) / np.float64(np.float32(scale))).astype(np.int64) \
+        + zero_point
+    assert np.array_equal(real_values(q, scale, zero_point), real), "not a dequantized output"
+    return q.astype(np.int8)

@@ -1,0 +1,35 @@
+"""The command line on a PyTorch program saved with torch.export.save (.pt2)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from _pt2e import network, save
+
+from canonqnn.cli import main
+
+
+def test_parity_of_a_pt2_file_compares_executorch_and_reports_eager(tmp_path, capsys):
+    path = save(network("cnn"), tmp_path)
+    assert main(["parity", path, "--json", "--runs", "2"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["reference"].startswith("ExecuTorch 1.5.1, XNNPACK delegate")
+    assert [o["exact_fraction"] for o in report["outputs"]] == [1.0, 1.0]
+    assert report["float_islands"] == []
+    assert report["numerics"] == report["runtime_numerics"] == "xnnpack"
+    (eager,) = report["also_compared"]
+    assert eager["reference"].startswith("PyTorch 2.13.0")
+    assert all(o["max_abs_diff"] <= 1 + 1e-3 for o in eager["outputs"])  # LSB (docs/parity.md)
+
+
+def test_convert_build_run_a_pt2_file(tmp_path, capsys):
+    path = save(network("cnn"), tmp_path)
+    lib = str(tmp_path / "model.so")
+    assert main(["build", path, "-o", lib]) == 0
+    x = np.random.default_rng(0).standard_normal((2, 3, 24, 24)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    out = str(tmp_path / "out.npz")
+    assert main(["run", lib, "--input", f"x={tmp_path / 'x.npy'}", "-o", out]) == 0
+    with np.load(out) as result:
+        assert len(result.files) == 2
