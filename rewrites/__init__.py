@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from . import (compute, dynamic, elementwise, epilogue, indexing, islands, lut, movement, pool,
-               reduce, resize, select, softmax)
+               prologue, reduce, resize, select, softmax)
 from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
 
 DEFAULT_PHASES = (
@@ -24,7 +24,7 @@ DEFAULT_PHASES = (
     Phase("dynamic_results", dynamic.RESULT_RULES),
     # After requantize, so that a lone relu/clip stays an integer clamp rather than a table.
     Phase("lut", lut.RULES),
-    Phase("epilogue", epilogue.RULES + islands.RULES),
+    Phase("epilogue", epilogue.RULES + prologue.RULES + islands.RULES),
 )
 
 

@@ -240,4 +240,67 @@ def tflite_model() -> bytes:
     return g.finish([x], [logits])
 
 
+# ---------------------------------------------------------------- PyTorch (PT2E form)
+def torch_program():
+    """The network as a PT2E ExportedProgram: what convert_pt2e writes (quantized_decomposed
+    quantize/dequantize around aten ops, int8 weight buffers read by dequantize_per_channel),
+    with the parameters above instead of calibrated ones. Biases are float, as PT2E keeps
+    them: f32(b * scale) of the other formats' int32 b, which quantizes back to exactly b.
+    The stride-2 conv's SAME padding [0, 0, 1, 1] is a zero pad before it, as PyTorch writes
+    asymmetric padding."""
+    import torch
+    import torch.ao.quantization.fx._decomposed  # noqa: F401  (the q/dq ops)
+
+    qd = torch.ops.quantized_decomposed
+    i8 = (-128, 127, torch.int8)
+
+    def float_bias(b, scale):
+        return torch.from_numpy((b.astype(np.float32) * scale).astype(np.float32))
+
+    def dq(t, name):
+        return qd.dequantize_per_tensor(t, QP[name][0], QP[name][1], *i8)
+
+    def q(t, name):
+        return qd.quantize_per_tensor(t, QP[name][0], QP[name][1], *i8)
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for name, _, (w, ws), (b, bs), *_ in CONVS:
+                self.register_buffer(name + "_w", torch.from_numpy(w.copy()))
+                self.register_buffer(name + "_ws", torch.from_numpy(ws.copy()))
+                self.register_parameter(name + "_b", torch.nn.Parameter(float_bias(b, bs)))
+            self.register_buffer("fc_w", torch.from_numpy(FC_W.copy()))
+            self.fc_b = torch.nn.Parameter(float_bias(*BIAS_FC))
+            self.register_buffer("zeros", torch.zeros(C, dtype=torch.int64))
+
+        def weights(self, name):
+            w = qd.dequantize_per_channel(getattr(self, name + "_w"), getattr(self, name + "_ws"),
+                                          self.zeros, 0, -127, 127, torch.int8)
+            return w, getattr(self, name + "_b")
+
+        def forward(self, x_q):
+            t = {"xt": q(dq(x_q, "x").permute(0, 3, 1, 2), "xt")}
+            for name, src, _, _, group, stride, pads, relu6 in CONVS:
+                x = dq(t[src], src)
+                top, left, bottom, right = pads
+                if top != bottom or left != right:
+                    x, padding = torch.nn.functional.pad(x, (left, right, top, bottom)), 0
+                else:
+                    padding = top
+                y = torch.nn.functional.conv2d(x, *self.weights(name), stride, padding, 1, group)
+                t[name] = q(torch.nn.functional.hardtanh(y, 0.0, 6.0) if relu6 else y, name)
+                if name == "c":
+                    t["d"] = q(dq(t["a"], "a") + dq(t["c"], "c"), "d")
+            s = q(torch.sigmoid(dq(t["e"], "e")), "s")
+            m = q(torch.nn.functional.adaptive_avg_pool2d(dq(s, "s"), 1), "m")
+            mf = q(dq(m, "m").flatten(1), "mf")
+            w = qd.dequantize_per_tensor(self.fc_w, float(FC_SCALE[0]), 0, -127, 127, torch.int8)
+            return dq(q(torch.nn.functional.linear(dq(mf, "mf"), w, self.fc_b), "logits"),
+                      "logits")
+
+    example = torch.zeros((1, H, W, C_IN), dtype=torch.int8)
+    return torch.export.export(Net(), (example,))
+
+
 FORMATS = {"onnx_qdq": qdq_model, "onnx_qoperator": qoperator_model, "tflite": tflite_model}

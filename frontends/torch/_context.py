@@ -2,7 +2,8 @@
 
 A converter is ``fn(ctx, node, args) -> Value`` registered with
 ``@torch_op("aten.conv2d.default", ...)``: ``node`` is the ``torch.fx.Node`` and ``args`` its
-positional arguments with every node replaced by its ``Value`` (literals stay literals).
+positional arguments with every node replaced by its ``Value`` (literals stay literals). It
+returns None where the form TVM's converter writes is the one (``_generic``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm
+from canonqnn._tvm import relax
 
 from .._base import ImportContext as BaseContext
 from .._base import Registry, Source, Unsupported
@@ -32,15 +34,18 @@ def dtype_name(dtype: Any) -> str:
 @dataclass
 class Value:
     """One node's result as imported: ``expr`` its Relax expression (None for a constant not
-    yet materialized), ``const`` the numpy value of a parameter, buffer or constant tensor,
-    ``step`` the quantization step of a float tensor a dequantize produced (parity's LSB)."""
+    yet materialized, or a zero padding not yet emitted), ``const`` the numpy value of a
+    parameter, buffer or constant tensor, ``step`` the quantization step of a float tensor a
+    dequantize produced (parity's LSB), ``padded``: ``(value, [top, left, bottom, right])``
+    for a zero padding of the last two axes, which a conv reading it takes as its own."""
 
     expr: Any = None
     const: np.ndarray | None = None
     step: float | None = None
+    padded: tuple[Value, list[int]] | None = None
 
 
-Converter = Callable[["ImportContext", Any, list], Value]
+Converter = Callable[["ImportContext", Any, list], "Value | None"]
 REGISTRY = Registry()
 CONVERTERS: dict[str, Converter] = REGISTRY.converters
 # The arithmetic of XNNPACK's int8 kernels, which ExecuTorch runs PT2E programs on.
@@ -55,8 +60,14 @@ class ImportContext(BaseContext):
     """What converters need: the block builder, constants and shapes."""
 
     def expr(self, value: Value) -> Any:
-        """The Relax expression of ``value``, materializing a constant on first use."""
-        if value.expr is None:
+        """The Relax expression of ``value``, materializing a constant or a padding on first
+        use."""
+        if value.expr is None and value.padded is not None:
+            inner, (top, left, bottom, right) = value.padded
+            rank = len(self.shape(inner))
+            widths = [0, 0] * (rank - 2) + [top, bottom, left, right]
+            value.expr = self.emit(relax.op.nn.pad(self.expr(inner), widths))
+        elif value.expr is None:
             value.expr = _tvm.const(np.ascontiguousarray(value.const))
         return value.expr
 
@@ -70,8 +81,7 @@ class ImportContext(BaseContext):
                               "buffer or constant), not computed at run time")
         return value.const
 
-    @staticmethod
-    def shape(value: Value) -> tuple[int, ...]:
+    def shape(self, value: Value) -> tuple[int, ...]:
         if value.const is not None:
             return tuple(value.const.shape)
-        return _tvm.shape_of(value.expr)
+        return _tvm.shape_of(self.expr(value))

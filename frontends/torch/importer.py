@@ -214,7 +214,9 @@ def _convert(ctx: ImportContext, node: Any, values: dict,
         return results[index]
     converter = CONVERTERS.get(kind(node))
     if converter is not None:
-        return converter(ctx, node, [_arg(values, a) for a in node.args])
+        result = converter(ctx, node, [_arg(values, a) for a in node.args])
+        if result is not None:  # None: the form TVM's converter writes is the one
+            return result
     return float_ops.convert(ctx, node, {n: values[n] for n in node.all_input_nodes})
 
 

@@ -1,4 +1,5 @@
-"""Ops whose Relax form TVM's converters write otherwise than the rules match: linear (the
+"""Ops whose Relax form TVM's converters write otherwise than the rules match: conv2d (a zero
+padding before it becomes its own padding, as ONNX writes asymmetric pads), linear (the
 weight transposed with explicit axes, as ONNX's Gemm with transB), adaptive average pooling
 (a mean over the spatial axes when the output is 1x1, as ONNX's GlobalAveragePool; a pooling
 window when the sizes divide) and mean (by where ExecuTorch runs it)."""
@@ -10,6 +11,42 @@ import numpy as np
 from canonqnn._tvm import relax
 
 from .._context import ImportContext, Unsupported, Value, torch_op
+
+
+@torch_op("aten.pad.default", "aten.constant_pad_nd.default")
+def pad(ctx: ImportContext, node, args):
+    """A zero padding of H and W is held unemitted: a conv reading it pads itself (exactly the
+    same: its padding reads real zero), anything else gets the padding."""
+    x, widths = args[:2]
+    mode = args[2] if node.target.__name__ == "pad.default" and len(args) > 2 else "constant"
+    value = args[-1] if len(args) > 2 and not isinstance(args[-1], str) else \
+        node.kwargs.get("value")
+    rank = len(ctx.shape(x))
+    if mode != "constant" or (value or 0.0) != 0.0 or len(widths) != 4 or rank != 4 or \
+            min(widths) < 0:
+        return None  # TVM's converter (importer._convert)
+    left, right, top, bottom = (int(w) for w in widths)
+    return Value(padded=(x, [top, left, bottom, right]))
+
+
+def _pair(v) -> list[int]:
+    return [int(v), int(v)] if isinstance(v, int) else [int(i) for i in v]
+
+
+@torch_op("aten.conv2d.default")
+def conv2d(ctx: ImportContext, node, args):
+    x, w = args[:2]
+    b, stride, padding, dilation, groups = (list(args[2:]) + [None, 1, 0, 1, 1][len(args) - 2:])
+    pads = _pair(padding) * 2
+    if x.padded is not None:
+        x, extra = x.padded
+        pads = [p + e for p, e in zip(pads, extra)]
+    y = ctx.emit(relax.op.nn.conv2d(ctx.expr(x), ctx.expr(w), strides=_pair(stride),
+                                    padding=pads, dilation=_pair(dilation), groups=int(groups)))
+    if b is not None:
+        bias = ctx.emit(relax.op.reshape(ctx.expr(b), (1, ctx.shape(w)[0], 1, 1)))
+        y = ctx.emit(relax.op.add(y, bias))
+    return Value(expr=y)
 
 
 @torch_op("aten.linear.default")

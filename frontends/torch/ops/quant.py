@@ -1,7 +1,8 @@
 """``quantized_decomposed`` quantize / dequantize (what ``convert_pt2e`` writes) into the core's
 quantize / dequantize.
 
-Per-tensor and per-channel int8 / uint8 with literal or constant parameters are imported.
+Per-tensor and per-channel int8 / uint8 with literal or constant parameters are imported, and
+int32 dequantize of a constant (a bias quantized to the accumulator's scale).
 Quantize ranges narrower than the dtype's are refused for activations (canonqnn's quantize
 saturates to the dtype); a dequantize reads the stored integers whatever range they were
 quantized to (PT2E's weights use [-127, 127]). The ``.tensor`` overloads and
@@ -18,13 +19,15 @@ from canonqnn.qparams import QParams, check_scale
 from .._context import ImportContext, Unsupported, Value, dtype_name, torch_op
 
 QUANTIZED_DTYPES = {"int8": (-128, 127), "uint8": (0, 255)}
+# An int32 constant (a bias some quantizers store quantized) is dequantized, never quantized to.
+DEQUANTIZED_DTYPES = ("int8", "uint8", "int32")
 _DECOMPOSED = "quantized_decomposed"
 
 
-def _dtype(dtype) -> str:
+def _dtype(dtype, allowed=tuple(QUANTIZED_DTYPES)) -> str:
     name = dtype_name(dtype)
-    if name not in QUANTIZED_DTYPES:
-        raise Unsupported(f"quantization to {name} is not supported (int8 and uint8 only)")
+    if name not in allowed:
+        raise Unsupported(f"{name} quantization is not supported ({', '.join(allowed)} only)")
     return name
 
 
@@ -84,7 +87,7 @@ def quantize_per_tensor(ctx, node, args):
 def dequantize_per_tensor(ctx, node, args):
     q, scale, zp, _qmin, _qmax, dtype = args[:6]
     _out_dtype(node)
-    dtype = _dtype(dtype)
+    dtype = _dequantized_dtype(q, dtype)
     return _dequantize(ctx, _stored(ctx, q, dtype), _per_tensor(ctx, scale, zp, dtype), dtype)
 
 
@@ -98,7 +101,7 @@ def quantize_per_channel(ctx, node, args):
 def dequantize_per_channel(ctx, node, args):
     q, scales, zps, axis, _qmin, _qmax, dtype = args[:7]
     _out_dtype(node)
-    dtype = _dtype(dtype)
+    dtype = _dequantized_dtype(q, dtype)
     qp = _per_channel(ctx, scales, zps, axis, len(ctx.shape(q)), dtype)
     return _dequantize(ctx, _stored(ctx, q, dtype), qp, dtype)
 
@@ -110,6 +113,14 @@ def dequantize_per_channel(ctx, node, args):
 def dynamic(ctx, node, args):
     raise Unsupported("dynamic quantization (parameters computed at run time) is not supported: "
                       "quantize statically (prepare_pt2e, calibrate, convert_pt2e)")
+
+
+def _dequantized_dtype(q: Value, dtype) -> str:
+    name = _dtype(dtype, DEQUANTIZED_DTYPES)
+    if name == "int32" and q.const is None:
+        raise Unsupported("int32 dequantize of a computed tensor (int32 constants only: a "
+                          "quantized bias)")
+    return name
 
 
 def _out_dtype(node) -> None:
