@@ -59,7 +59,8 @@ def test_yolo_matches_onnxruntime_within_the_float_bound(yolo):
         assert within_float_bound(ref, got) <= FLOAT_REGION_ULPS
 
 
-@pytest.mark.parametrize("fmt", ["qdq", "qoperator"])
+# QOperator attention is also run by default in test_activation_attention_models
+@pytest.mark.parametrize("fmt", ["qdq", pytest.param("qoperator", marks=pytest.mark.slow)])
 def test_torch_exported_transformer_is_bit_exact(fmt):
     float_model = real.torch_transformer_like()
     assert {"Shape", "Div", "Erf"} <= {n.op_type for n in float_model.graph.node}

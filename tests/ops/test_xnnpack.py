@@ -29,8 +29,14 @@ def _f32(params):
     return tuple(float(F32(v)) if isinstance(v, float) else v for v in params)
 
 
-@pytest.mark.parametrize("name", ["add", "mul"])
-@pytest.mark.parametrize("key", list(BINARY_SETS))
+# by default the typical set for both ops and the saturating one for add; all with -m slow
+BINARY_CASES = [pytest.param(name, key, id=f"{key}-{name}",
+                             marks=[] if key == "typical" or (key, name) == ("saturating", "add")
+                             else [pytest.mark.slow])
+                for key in BINARY_SETS for name in ("add", "mul")]
+
+
+@pytest.mark.parametrize("name,key", BINARY_CASES)
 def test_binary_matches_executorch_on_every_pair(name, key):
     sa, za, sb, zb, so, zo = _f32(BINARY_SETS[key])
     a, b = (p.reshape(1, -1).astype(np.int8) for p in PAIRS)
@@ -60,7 +66,8 @@ def test_add_refuses_ratios_xnnpack_refuses():
                            rounding="xnnpack")
 
 
-@pytest.mark.parametrize("shape", [(1, 64, 7, 7), (2, 16, 3, 5)])
+@pytest.mark.parametrize("shape", [(1, 64, 7, 7),
+                                   pytest.param((2, 16, 3, 5), marks=pytest.mark.slow)])
 def test_global_mean_matches_executorch(shape):
     rng = np.random.default_rng(sum(shape))
     si, zi, so, zo = float(F32(0.031)), -7, float(F32(0.0125)), 11

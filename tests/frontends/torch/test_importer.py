@@ -130,24 +130,31 @@ def test_several_results_of_one_op_are_indexed():
     assert np.array_equal(list(got.values())[0], want)
 
 
+class _Padded(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 3, 2)
+
+    def forward(self, x):
+        return self.b(nn.functional.pad(torch.relu(self.a(x)), (0, 1, 2, 1)))
+
+
 def test_a_zero_pad_before_a_conv_becomes_its_padding():
     """PyTorch writes TF-style asymmetric padding as F.pad before the conv, between the
     dequantize and the conv (ExecuTorch pads the int8 values with the zero point): one conv
     with padding [top, left, bottom, right], as ONNX and TFLite write it."""
 
-    class Padded(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.a, self.b = nn.Conv2d(3, 8, 3), nn.Conv2d(8, 8, 3, 2)
-
-        def forward(self, x):
-            return self.b(nn.functional.pad(torch.relu(self.a(x)), (0, 1, 2, 1)))
-
-    program = quantize(Padded(), (1, 3, 12, 12))
+    program = quantize(_Padded(), (1, 3, 12, 12))
     mod, report = canonqnn.canonicalize(load(program))
     assert dict(report.canonical_ops) == {"conv2d": 2} and report.float_islands == []
     script = _tvm.script(mod)
     assert "padding=[2, 0, 1, 1]" in script and "pad(" not in script
+
+
+@pytest.mark.slow  # tests/e2e/test_torch_three_formats.py runs a folded pad against ExecuTorch
+def test_a_folded_pad_is_bit_exact_with_executorch():
+    program = quantize(_Padded(), (1, 3, 12, 12))
+    mod, _ = canonqnn.canonicalize(load(program))
     x = np.random.default_rng(0).standard_normal((1, 3, 12, 12)).astype(np.float32)
     (want,) = run_executorch(executorch_method(program), x)
     assert np.array_equal(list(canonqnn.build(mod).run({"x": x}).values())[0], want)
