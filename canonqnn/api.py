@@ -329,11 +329,20 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
     children = [isolated.Child(f"TFLite interpreter, {what}", source_runtimes.tflite_runner,
                                bytes(model), resolver, names, bool(inner), detection_outputs(m))
                 for resolver, what in TFLITE_RESOLVERS]
+    return _ready(children, [f"TFLite interpreter (ai-edge-litert), {what} "
+                             f"(OpResolverType.{resolver})" for resolver, what in TFLITE_RESOLVERS],
+                  "the TFLite interpreter")
+
+
+def _ready(children: list[isolated.Child], descriptions: list[str],
+           runtime: str) -> list[SourceRuntime]:
+    """The children as runtimes once set up: the first is the specification (its failure is the
+    error), the others are compared beside it (a failure is said in their description). A
+    child's factory may describe itself (its ``info``)."""
     runtimes = []
-    for k, ((resolver, what), child) in enumerate(zip(TFLITE_RESOLVERS, children)):
-        description = f"TFLite interpreter (ai-edge-litert), {what} (OpResolverType.{resolver})"
+    for k, (description, child) in enumerate(zip(descriptions, children)):
         try:
-            child.ready()
+            info = child.ready()
         except ParityError as exc:
             child.close()
             if k > 0:
@@ -343,8 +352,8 @@ def tflite_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
                 other.close()
             if isinstance(exc, isolated.Crashed):
                 raise
-            raise ParityError(f"the TFLite interpreter cannot run this model: {exc}") from None
-        runtimes.append(_isolated_runtime(description, child))
+            raise ParityError(f"{runtime} cannot run this model: {exc}") from None
+        runtimes.append(_isolated_runtime(info if isinstance(info, str) else description, child))
     return runtimes
 
 
@@ -370,22 +379,7 @@ def torch_runtimes(model: Any, io: ModelIO) -> list[SourceRuntime]:
     names = [i.name for i in io.inputs]
     children = [isolated.Child(what, getattr(source_runtimes, runner), buffer.getvalue(), names)
                 for what, runner in TORCH_RUNNERS]
-    runtimes = []
-    for k, ((what, _), child) in enumerate(zip(TORCH_RUNNERS, children)):
-        try:
-            description = child.ready()
-        except ParityError as exc:
-            child.close()
-            if k > 0:
-                runtimes.append(SourceRuntime(_not_compared(what, exc), None))
-                continue
-            for other in children:
-                other.close()
-            if isinstance(exc, isolated.Crashed):
-                raise
-            raise ParityError(f"ExecuTorch cannot run this program: {exc}") from None
-        runtimes.append(_isolated_runtime(description, child))
-    return runtimes
+    return _ready(children, [what for what, _ in TORCH_RUNNERS], "ExecuTorch")
 
 
 def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],

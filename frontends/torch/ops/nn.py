@@ -18,7 +18,8 @@ def pad(ctx: ImportContext, node, args):
     """A zero padding of H and W is held unemitted: a conv reading it pads itself (exactly the
     same: its padding reads real zero), anything else gets the padding."""
     x, widths = args[:2]
-    mode = args[2] if node.target.__name__ == "pad.default" and len(args) > 2 else "constant"
+    mode = args[2] if node.target.__name__ == "pad.default" and len(args) > 2 else \
+        node.kwargs.get("mode", "constant")
     value = args[-1] if len(args) > 2 and not isinstance(args[-1], str) else \
         node.kwargs.get("value")
     rank = len(ctx.shape(x))
