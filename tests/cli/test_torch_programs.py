@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 from _pt2e import network, save
 
 from canonqnn.cli import main
@@ -23,6 +24,7 @@ def test_parity_of_a_pt2_file_compares_executorch_and_reports_eager(tmp_path, ca
     assert all(o["max_abs_diff"] <= 1 + 1e-3 for o in eager["outputs"])  # LSB (docs/parity.md)
 
 
+@pytest.mark.slow  # the parity test above builds the same file
 def test_convert_build_run_a_pt2_file(tmp_path, capsys):
     path = save(network("cnn"), tmp_path)
     lib = str(tmp_path / "model.so")

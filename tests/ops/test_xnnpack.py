@@ -29,10 +29,9 @@ def _f32(params):
     return tuple(float(F32(v)) if isinstance(v, float) else v for v in params)
 
 
-# by default the typical set for both ops and the saturating one for add; all with -m slow
+# by default the typical set for both ops (the networks' tests add more); all with -m slow
 BINARY_CASES = [pytest.param(name, key, id=f"{key}-{name}",
-                             marks=[] if key == "typical" or (key, name) == ("saturating", "add")
-                             else [pytest.mark.slow])
+                             marks=[] if key == "typical" else [pytest.mark.slow])
                 for key in BINARY_SETS for name in ("add", "mul")]
 
 
@@ -66,7 +65,8 @@ def test_add_refuses_ratios_xnnpack_refuses():
                            rounding="xnnpack")
 
 
-@pytest.mark.parametrize("shape", [(1, 64, 7, 7),
+# slow: the three-format network's global mean runs against ExecuTorch by default
+@pytest.mark.parametrize("shape", [pytest.param((1, 64, 7, 7), marks=pytest.mark.slow),
                                    pytest.param((2, 16, 3, 5), marks=pytest.mark.slow)])
 def test_global_mean_matches_executorch(shape):
     rng = np.random.default_rng(sum(shape))
