@@ -41,22 +41,23 @@ def is_torch_program(model: Any) -> bool:
                for c in type(model).__mro__)
 
 
-def _torch_frontend() -> Any:
+def _optional_frontend(name: str, models: str) -> Any:
+    """The frontend ``name``, which needs the extra of the same name."""
+    import importlib
+
     try:
-        from .frontends import torch
+        return importlib.import_module(f".frontends.{name}", __package__)
     except ImportError as exc:
-        raise CanonqnnError(f"PyTorch programs need the torch extra: pip install "
-                            f"'canonqnn[torch]' ({exc})") from None
-    return torch
+        raise CanonqnnError(f"{models} need the {name} extra: pip install "
+                            f"'canonqnn[{name}]' ({exc})") from None
+
+
+def _torch_frontend() -> Any:
+    return _optional_frontend("torch", "PyTorch programs")
 
 
 def _tflite_frontend() -> Any:
-    try:
-        from .frontends import tflite
-    except ImportError as exc:
-        raise CanonqnnError(f"TFLite models need the tflite extra: pip install "
-                            f"'canonqnn[tflite]' ({exc})") from None
-    return tflite
+    return _optional_frontend("tflite", "TFLite models")
 
 
 def load(model: Any, **options: Any) -> Any:

@@ -78,10 +78,8 @@ class Built:
 def fuse(mod: Any, target: Any = None) -> Any:
     """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
     lookup tables count as elementwise, so they fuse into the kernel that produces their input."""
-    profile = numerics.recorded(mod)
     return _tvm.fuse_kernels(mod, _tvm.as_target(target), (LUT_KERNEL,),
-                             quantize_by_reciprocal=profile is not None and
-                             profile.quantize == "reciprocal")
+                             quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod))
 
 
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:

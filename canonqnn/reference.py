@@ -106,8 +106,7 @@ def evaluate(mod: Any, inputs: dict[str, np.ndarray], island: Island | None = No
     io = interface(mod)
     func = mod["main"]
     relax_ops = RELAX_OPS
-    profile = numerics.recorded(mod)
-    if profile is not None and profile.quantize == "reciprocal":
+    if numerics.quantizes_by_reciprocal(mod):
         relax_ops = {**RELAX_OPS, "relax.quantize": lambda args, a: _quantize(
             *args, a["axis"], a["out_dtype"], reciprocal=True)}
     env: dict[Any, Any] = {}

@@ -91,6 +91,12 @@ def _torch_program(program: bytes) -> Any:
     return torch.export.load(io.BytesIO(program))
 
 
+def _torch_inputs(feed: dict[str, np.ndarray], names: list[str]) -> list[Any]:
+    import torch
+
+    return [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in names]
+
+
 def _torch_outputs(values: Any) -> list[np.ndarray]:
     values = values if isinstance(values, (list, tuple)) else [values]
     return [np.asarray(v.detach().numpy() if hasattr(v, "detach") else v) for v in values]
@@ -104,7 +110,6 @@ def executorch_runner(program: bytes, input_names: list[str]) -> tuple[Any, str]
     import tempfile
     from importlib.metadata import version
 
-    import torch
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from executorch.runtime import Runtime
@@ -118,8 +123,7 @@ def executorch_runner(program: bytes, input_names: list[str]) -> tuple[Any, str]
         method = Runtime.get().load_program(path).load_method("forward")
 
     def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        args = [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in input_names]
-        return _torch_outputs(method.execute(args))
+        return _torch_outputs(method.execute(_torch_inputs(feed, input_names)))
 
     return run, (f"ExecuTorch {version('executorch')}, XNNPACK delegate "
                  "(to_edge_transform_and_lower with the XnnpackPartitioner)")
@@ -134,7 +138,6 @@ def torch_eager_runner(program: bytes, input_names: list[str]) -> tuple[Any, str
 
     def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         with torch.no_grad():
-            args = [torch.from_numpy(np.ascontiguousarray(feed[n])) for n in input_names]
-            return _torch_outputs(module(*args))
+            return _torch_outputs(module(*_torch_inputs(feed, input_names)))
 
     return run, f"PyTorch {torch.__version__} eager (float between quantize and dequantize)"

@@ -144,10 +144,17 @@ def recorded(mod: Any) -> Profile | None:
     return get(str(attrs[NUMERICS_ATTR]))
 
 
+def quantizes_by_reciprocal(mod: Any) -> bool:
+    """Whether ``mod``'s ``relax.quantize`` multiplies by the reciprocal of its scale (the
+    profile it records says ``quantize="reciprocal"``)."""
+    profile = recorded(mod)
+    return profile is not None and profile.quantize == "reciprocal"
+
+
 def record(mod: Any, profile: Profile) -> Any:
     """``mod`` recording ``profile``."""
     return mod.with_attr(NUMERICS_ATTR, profile.name)
 
 
 __all__ = ["EXACT", "NUMERICS_ATTR", "PAIR_SAT16", "PROFILES", "Profile", "UnsupportedNumerics",
-           "get", "record", "recorded"]
+           "get", "quantizes_by_reciprocal", "record", "recorded"]

@@ -77,9 +77,9 @@ def load(program: Any) -> Any:
     float_ops = FloatOps(bb)
     nodes = list(ep.graph.nodes)
     _prescan(nodes, float_ops)
-    inputs, stored = _signature(ep)
-    values: dict[Any, Value] = {}
     placeholders = {n.name: n for n in nodes if n.op == "placeholder"}
+    inputs, stored = _signature(ep, placeholders)
+    values: dict[Any, Value] = {}
     for name, array in stored.items():
         values[placeholders[name]] = Value(const=array)
 
@@ -137,13 +137,13 @@ def _prescan(nodes: list, float_ops: FloatOps) -> None:
         raise SOURCE.unsupported(problems)
 
 
-def _signature(ep: Any) -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
+def _signature(ep: Any, placeholders: dict[str, Any]) \
+        -> tuple[list[TensorInfo], dict[str, np.ndarray]]:
     """The user inputs' interface, and every parameter, buffer and constant tensor by the
     name of its placeholder."""
     from torch.export.graph_signature import InputKind
 
     inputs, stored, problems = [], {}, []
-    placeholders = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
     for spec in ep.graph_signature.input_specs:
         name = spec.arg.name
         if spec.kind == InputKind.USER_INPUT:

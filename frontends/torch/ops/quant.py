@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from canonqnn import qdq
-from canonqnn.qparams import QParams, check_scale
+from canonqnn.qparams import QParams, check_scale, uint8_to_int8
 
 from .._context import ImportContext, Unsupported, Value, dtype_name, torch_op
 
@@ -72,7 +72,7 @@ def _stored(ctx: ImportContext, q: Value, dtype: str) -> Value:
     """A constant's stored integers as held (uint8 shifted to int8)."""
     if q.const is None or dtype != "uint8":
         return q
-    return Value(const=(q.const.astype(np.int16) - 128).astype(np.int8))
+    return Value(const=uint8_to_int8(q.const))
 
 
 @torch_op(f"{_DECOMPOSED}.quantize_per_tensor.default")
