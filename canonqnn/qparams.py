@@ -14,6 +14,7 @@ import numpy as np
 from .errors import InvalidQuantizationError
 
 INT8_MIN, INT8_MAX = -128, 127
+INT8_CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)  # a table's rows: i holds i - 128
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 UINT8_TO_INT8_SHIFT = 128
 

@@ -8,6 +8,10 @@ of a second.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -102,25 +106,54 @@ def _torch_outputs(values: Any) -> list[np.ndarray]:
     return [np.asarray(v.detach().numpy() if hasattr(v, "detach") else v) for v in values]
 
 
+@contextlib.contextmanager
+def quietly() -> Iterator[None]:
+    """What a runtime's native code and Python packages print while it sets up (ExecuTorch's
+    CPU-detection messages, torchao's missing CUDA kernels, deprecation warnings) kept out of
+    canonqnn's output: written to a file, shown only if the setup fails."""
+    import tempfile
+    import warnings
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
 def executorch_runner(program: bytes, input_names: list[str]) -> tuple[Any, str]:
     """ExecuTorch running the saved ExportedProgram ``program`` lowered to its XNNPACK
     delegate, as a user deploys a PT2E model (``to_edge_transform_and_lower`` with the
     ``XnnpackPartitioner``, then the ``.pte`` loaded by the runtime)."""
-    import os
     import tempfile
     from importlib.metadata import version
 
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.runtime import Runtime
+    with quietly():
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner)
+        from executorch.exir import to_edge_transform_and_lower
+        from executorch.runtime import Runtime
 
-    ep = _torch_program(program)
-    pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]).to_executorch()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "model.pte")
-        with open(path, "wb") as f:
-            f.write(pte.buffer)
-        method = Runtime.get().load_program(path).load_method("forward")
+        ep = _torch_program(program)
+        pte = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()]) \
+            .to_executorch()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "model.pte")
+            with open(path, "wb") as f:
+                f.write(pte.buffer)
+            method = Runtime.get().load_program(path).load_method("forward")
 
     def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
         return _torch_outputs(method.execute(_torch_inputs(feed, input_names)))

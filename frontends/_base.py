@@ -16,7 +16,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from canonqnn import _tvm
+from canonqnn._tvm import relax
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
 
@@ -59,6 +62,25 @@ class ImportContext:
     @staticmethod
     def unsupported(reason: str) -> Unsupported:
         return Unsupported(reason)
+
+
+# Hard swish is x * HardSigmoid(x) with slope 1/6 and offset 1/2, as float32.
+HARD_SWISH_SLOPE, HARD_SWISH_OFFSET = float(np.float32(1.0 / 6.0)), 0.5
+
+
+def hard_sigmoid(ctx: ImportContext, x: Any, alpha: float, beta: float) -> Any:
+    """clip(x * alpha + beta, 0, 1) with float32 ``alpha`` and ``beta``: a multiply, an add, a
+    clamp (onnxruntime's order; no FMA)."""
+    scaled = ctx.emit(relax.op.multiply(x, _tvm.const(np.float32(alpha))))
+    shifted = ctx.emit(relax.op.add(scaled, _tvm.const(np.float32(beta))))
+    return ctx.emit(_tvm.clip_float(shifted, 0.0, 1.0))
+
+
+def hard_swish(ctx: ImportContext, x: Any) -> Any:
+    """x * clip(x * f32(1/6) + 1/2, 0, 1): the one form every frontend writes for hard swish,
+    which the lookup-table rule recognizes as that function (rewrites/lut.py)."""
+    gate = hard_sigmoid(ctx, x, HARD_SWISH_SLOPE, HARD_SWISH_OFFSET)
+    return ctx.emit(relax.op.multiply(x, gate))
 
 
 @dataclass(frozen=True)

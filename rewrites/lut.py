@@ -14,11 +14,11 @@ own float arithmetic (``canonqnn.tables``), then quantized as the runtime quanti
 exact wherever that arithmetic is reproducible (docs/spec.md, ``## lut``).
 
 Sources whose runtime computes each elementwise builtin as one kernel (``tables.kernels``:
-TFLite) have no float chain to follow: there the chain must be exactly the form the frontend
-writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``, or the hard-swish composite),
-and the table is that kernel's (``tables.kernel_table``); any other chain declines. Those
-chains may be int16 -> int16 too (TFLite's 16x8 LEAKY_RELU, LOGISTIC, TANH): the table then has
-an entry per int16 code.
+TFLite, and XNNPACK for PyTorch programs) have no float chain to follow: there the chain must
+be exactly the form the frontend writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``,
+or the hard-swish composite), and the table is that kernel's (``tables.kernel_table``); any
+other chain declines. Those chains may be int16 -> int16 too (TFLite's 16x8 LEAKY_RELU,
+LOGISTIC, TANH): the table then has an entry per int16 code.
 
 Chains of relu/clip only are left to the requantize rule (an integer clamp, an earlier phase).
 """
@@ -57,7 +57,7 @@ NAMES = {"multiply(x, clip(add(multiply(x, 0.166667), 0.5), 0, 1))": "hardswish"
 # Kernel sources: the single Relax op of dq(x) the frontend writes for each kernel.
 KERNEL_OPS = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.gelu": "gelu",
               "relax.nn.gelu_tanh": "gelu_tanh", "relax.nn.leakyrelu": "leaky_relu",
-              "relax.rsqrt": "rsqrt"}
+              "relax.rsqrt": "rsqrt", "relax.nn.silu": "silu"}
 HARDSWISH_CONSTANTS = sorted([float(np.float32(1.0 / 6.0)), 0.5])  # x * f32(1/6) + 0.5
 
 
@@ -220,14 +220,14 @@ def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
     found = _kernel_function(graph)
     if found is None:
         names = ", ".join(sorted(tables.kernels(ctx.source)))
-        return Decline(f"{ctx.source} has no kernel computing {_describe(graph, graph.root)} "
+        return Decline(f"{tables.runtime(ctx.source).RUNTIME} has no kernel computing {_describe(graph, graph.root)} "
                        f"(its table kernels: {names}); the chain stays float", graph.root)
     if (why := per_tensor_int8(out, "output", graph.root, (out.qparams.dtype,))) is not None:
         return why
     x = next(iter(graph.leaves.values()))
     source_dtype = x.source_dtype
     if source_dtype != ctx.source_dtype():
-        return Decline(f"{ctx.source} kernels read and write one type; input {source_dtype}, "
+        return Decline(f"{tables.runtime(ctx.source).RUNTIME} kernels read and write one type; input {source_dtype}, "
                        f"output {ctx.source_dtype()}", graph.root)
     function, params = found
     try:
@@ -250,7 +250,8 @@ def fold_lut(ctx: Context, call: Any):
         return None  # not a function of a quantized tensor, or a clamp (requantize's)
     if (why := _check(ctx, graph, out.qparams.dtype)) is not None:
         return why
-    ctx.numerics.require("tables", ("x86", "tflite"), "its lookup-table functions")
+    ctx.numerics.require("tables", ("x86", "tflite", "xnnpack_avx2"),
+                         "its lookup-table functions")
     if kernel_source:
         return _fold_kernel(ctx, graph, out)
     for var, op in graph.ops.items():

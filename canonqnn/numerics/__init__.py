@@ -53,7 +53,8 @@ class Profile:
     mul: str = "f32"
     # The float functions behind lookup tables (sigmoid, tanh, gelu, ...): "x86" (MLAS's
     # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
-    # reference kernels), "unverified" (another ISA's kernels, not read: no table is built).
+    # reference kernels), "xnnpack_avx2" (XNNPACK's AVX2+FMA3 float32 kernels), "unverified"
+    # (another ISA's kernels, not reproduced: no table is built).
     tables: str = "x86"
     # A float32 conv bias (no dequantize) quantized to the accumulator's scale s: "divide"
     # (onnxruntime's WeightBiasQuantization: RNE(f32(b / s))) or "reciprocal" (XNNPACK:
@@ -92,6 +93,26 @@ class UnsupportedNumerics(CanonqnnError):
 
 ORT_VERSION = "1.31"
 
+
+def _xnnpack_profiles() -> tuple[Profile, ...]:
+    """XNNPACK as ExecuTorch runs it (the PyTorch frontend's runtime). Its integer kernels
+    compute the same on every host; its int8 lookup tables are built with the float32 kernels
+    it picks for the CPU, which canonqnn reproduces for AVX2+FMA3 only."""
+    common = dict(rounding="xnnpack", add="xnnpack", mul="xnnpack", float_bias="reciprocal",
+                  matmul_float_bias=True, quantize="reciprocal")
+    integer = ("XNNPACK's int8 kernels as ExecuTorch runs them: exact sums, a float32 "
+               "multiplier rounded to nearest even, float biases quantized by the reciprocal "
+               "of their scale, a fixed-point add")
+    return (
+        Profile("xnnpack-x86-avx2", "xnnpack", "ExecuTorch 1.5", "x86-avx2", MEASURED,
+                tables="xnnpack_avx2", **common,
+                description=f"{integer}; lookup tables from its AVX2+FMA3 float kernels "
+                            "(x86-64 without AVX-512: AMD Zen 3, Intel Haswell-Skylake)"),
+        Profile("xnnpack", "xnnpack", "ExecuTorch 1.5", "any", MEASURED, tables="unverified",
+                **common, description=f"{integer}; lookup tables not built (the float kernels "
+                                      "XNNPACK picks on this host class were not reproduced)"),
+    )
+
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("exact", "canonqnn", "1", "any", SPECIFIED,
             description="integer accumulation, one float32 rounding per requantization "
@@ -113,13 +134,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             add="q31", mul="q31", tables="tflite",
             description="the TFLite interpreter's reference kernels (OpResolverType."
                         "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
-    Profile("xnnpack", "xnnpack", "ExecuTorch 1.5", "any", MEASURED, rounding="xnnpack",
-            add="xnnpack", mul="xnnpack", tables="unverified", float_bias="reciprocal",
-            matmul_float_bias=True, quantize="reciprocal",
-            description="XNNPACK's int8 kernels as ExecuTorch runs them (the PyTorch "
-                        "frontend's runtime): exact sums, a float32 multiplier rounded to "
-                        "nearest even, float biases quantized by the reciprocal of their "
-                        "scale, a fixed-point add; its lookup tables are not implemented"),
+    *_xnnpack_profiles(),
 )}
 
 

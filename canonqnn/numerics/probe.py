@@ -80,14 +80,63 @@ def onnxruntime_profile() -> Profile:
                               f"({PAIR_EXACT}) nor pair-saturated ({PAIR_SATURATED})")
 
 
+# Float32 inputs on which XNNPACK's float kernels for different instruction sets differ in their
+# last bits (polynomials and lookup tables of different degrees): a dense sweep of the range
+# where sigmoid, tanh and erf are not yet saturated.
+_XNNPACK_PROBE = np.linspace(-10.0, 10.0, 40001, dtype=np.float32)
+
+
+def _xnnpack_float_kernels(x: np.ndarray) -> list[np.ndarray]:
+    """sigmoid, tanh and gelu of ``x`` as ExecuTorch's XNNPACK delegate computes them in
+    float32 here: the kernels XNNPACK also builds its int8 lookup tables with."""
+    import io
+
+    import torch
+
+    from ..source_runtimes import executorch_runner, quietly
+
+    class Functions(torch.nn.Module):
+        def forward(self, x):
+            return torch.sigmoid(x), torch.tanh(x), torch.nn.functional.gelu(x)
+
+    buffer = io.BytesIO()
+    with quietly():
+        torch.export.save(torch.export.export(Functions(), (torch.from_numpy(x),)), buffer)
+    run, _ = executorch_runner(buffer.getvalue(), ["x"])
+    return run({"x": x})
+
+
+@functools.cache
+def xnnpack_profile() -> Profile:
+    """The profile of the XNNPACK that ExecuTorch runs here. Its int8 lookup tables come from
+    the float32 kernels it picks for the CPU; when those compute bit for bit what
+    ``canonqnn.tables.xnnpack`` reproduces (the AVX2+FMA3 kernels), tables are built, otherwise
+    (another instruction set, or no ExecuTorch installed) the profile without them applies."""
+    from ..tables import xnnpack
+
+    generic = PROFILES["xnnpack"]
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return generic
+    try:
+        ran = _xnnpack_float_kernels(_XNNPACK_PROBE)
+    except ImportError:
+        return generic
+    expected = [f(_XNNPACK_PROBE) for f in (xnnpack.sigmoid, xnnpack.tanh, xnnpack.gelu)]
+    same = all(np.array_equal(np.asarray(r, np.float32).view(np.uint32), e.view(np.uint32))
+               for r, e in zip(ran, expected))
+    return PROFILES["xnnpack-x86-avx2"] if same else generic
+
+
 # The profile each source format's runtime follows wherever it runs.
-HOST_INDEPENDENT = {"tflite": "tflite-reference", "torch": "xnnpack", "relax": "exact"}
+HOST_INDEPENDENT = {"tflite": "tflite-reference", "relax": "exact"}
 
 
 def source_profile(source: str) -> Profile:
     """The profile of the runtime a model of ``source`` ("onnx", "tflite") runs on here."""
     if source == "onnx":
         return onnxruntime_profile()
+    if source == "torch":
+        return xnnpack_profile()
     if source in HOST_INDEPENDENT:
         return PROFILES[HOST_INDEPENDENT[source]]
     raise UnsupportedNumerics(f"no numerics profile for models from {source!r}")

@@ -9,8 +9,10 @@ quantizes (``quantize``). Sources: ``"onnx"`` = onnxruntime 1.31 on x86-64 AVX2/
 
 Some runtimes have no float chain to follow: ``"tflite"`` (``canonqnn.tables.tflite``, the
 reference kernels of TFLite) computes each elementwise builtin as one kernel, several in fixed
-point. Such a source lists its whole functions in ``KERNELS`` (``kernels``) and builds their
-tables itself (``kernel_table``); it evaluates no single op.
+point; ``"torch"`` (``canonqnn.tables.xnnpack``: XNNPACK as ExecuTorch runs PT2E programs)
+builds each table from one float32 kernel. Such a source lists its whole functions in
+``KERNELS`` (``kernels``) and builds their tables itself (``kernel_table``); it evaluates no
+single op.
 
 Pure numpy: this package imports neither TVM nor any model format.
 """
@@ -21,12 +23,12 @@ from types import ModuleType
 
 import numpy as np
 
-from ..qparams import INT8_MAX, INT8_MIN, QParams
-from . import onnxruntime, tflite
+from ..qparams import INT8_CODES, QParams
+from . import onnxruntime, tflite, xnnpack
 from .onnxruntime import NotEvaluable
 
-RUNTIMES: dict[str, ModuleType] = {"onnx": onnxruntime, "tflite": tflite}
-CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)  # table row index i holds code i - 128
+RUNTIMES: dict[str, ModuleType] = {"onnx": onnxruntime, "tflite": tflite, "torch": xnnpack}
+CODES = INT8_CODES  # table row index i holds code i - 128
 
 
 def runtime(source: str) -> ModuleType:

@@ -41,12 +41,13 @@ import numpy as np
 
 from ..ops._q31 import (INT32_MAX, multiply_by_quantized_multiplier,
                         saturating_rounding_multiply_by_pot, srdhm, wrap_int16, wrap_int32)
-from ..qparams import INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, QParams, quantize_multiplier
+from ..qparams import (INT8_CODES, INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, QParams,
+                       quantize_multiplier)
 from . import tflite_int16
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables
 
-CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)
+CODES = INT8_CODES
 _UINT8_SHIFT = 128
 
 
@@ -330,6 +331,7 @@ def rsqrt(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> np.nda
 
 
 # ---------------------------------------------------------------- whole-function tables
+RUNTIME = "TFLite"  # in messages
 KERNELS: dict[str, str] = {
     "sigmoid": "LOGISTIC", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU (approximate)",
     "leaky_relu": "LEAKY_RELU", "hardswish": "HARD_SWISH", "rsqrt": "RSQRT",

@@ -85,10 +85,10 @@ def test_uint8_model_gets_the_uint8_kernel_table():
 
 @pytest.mark.parametrize("body, reason", [
     (lambda bb, r: bb.emit(relax.op.multiply(r, bb.emit(relax.op.sigmoid(r)))),
-     "tflite has no kernel computing multiply(x, sigmoid(x))"),
-    (lambda bb, r: bb.emit(relax.op.exp(r)), "tflite has no kernel computing exp"),
+     "TFLite has no kernel computing multiply(x, sigmoid(x))"),
+    (lambda bb, r: bb.emit(relax.op.exp(r)), "TFLite has no kernel computing exp"),
     (lambda bb, r: bb.emit(relax.op.tanh(bb.emit(relax.op.multiply(r, _scalar(2.0))))),
-     "tflite has no kernel computing tanh(multiply(x, 2))"),
+     "TFLite has no kernel computing tanh(multiply(x, 2))"),
     (lambda bb, r: hardswish(bb, r, sixth=0.1666), "no kernel computing multiply(x, clip("),
 ])
 def test_chain_that_is_no_tflite_kernel_declines(body, reason):

@@ -25,6 +25,7 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from ..._base import hard_sigmoid, hard_swish
 from .._context import ImportContext, Unsupported, Value, onnx_op
 from .qoperator import dq, q
 
@@ -33,7 +34,6 @@ UNARY = {
     "Exp": relax.op.exp, "Log": relax.op.log, "Sqrt": relax.op.sqrt, "Abs": relax.op.abs,
     "Neg": relax.op.negative, "Softplus": relax.op.nn.softplus,
 }
-HARD_SWISH_ALPHA, HARD_SWISH_BETA = 1.0 / 6.0, 0.5  # ONNX HardSwish = x * HardSigmoid(1/6, 1/2)
 
 
 def _f32(value) -> float:
@@ -101,25 +101,17 @@ def prelu_op(ctx, node, inputs, attrs):
     return [_emit(ctx, relax.op.where(positive, x, scaled))]
 
 
-def hard_sigmoid(ctx: ImportContext, x, alpha: float, beta: float):
-    """clip(x * alpha + beta, 0, 1): onnxruntime multiplies, adds (no FMA), then clamps."""
-    scaled = ctx.emit(relax.op.multiply(x, _scalar(_f32(alpha))))
-    shifted = ctx.emit(relax.op.add(scaled, _scalar(_f32(beta))))
-    return ctx.emit(_tvm.clip_float(shifted, 0.0, 1.0))
-
-
 @onnx_op("HardSigmoid")
 def hard_sigmoid_op(ctx, node, inputs, attrs):
     x = _float_input(ctx, inputs[0], "HardSigmoid")
-    return [Value(expr=hard_sigmoid(ctx, x, attrs.get("alpha", 0.2), attrs.get("beta", 0.5)))]
+    return [Value(expr=hard_sigmoid(ctx, x, _f32(attrs.get("alpha", 0.2)),
+                                    _f32(attrs.get("beta", 0.5))))]
 
 
 @onnx_op("HardSwish")
 def hard_swish_op(ctx, node, inputs, attrs):
     """onnxruntime runs ONNX's function body: x * HardSigmoid(x, 1/6, 1/2)."""
-    x = _float_input(ctx, inputs[0], "HardSwish")
-    gate = hard_sigmoid(ctx, x, HARD_SWISH_ALPHA, HARD_SWISH_BETA)
-    return [_emit(ctx, relax.op.multiply(x, gate))]
+    return [Value(expr=hard_swish(ctx, _float_input(ctx, inputs[0], "HardSwish")))]
 
 
 @onnx_op("Elu")

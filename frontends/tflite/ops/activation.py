@@ -13,11 +13,11 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from ..._base import hard_swish
 from .._context import ImportContext, Unsupported, tflite_op
 from .._schema import ACTIVATIONS
 
 CLAMPS = {"NONE": None, "RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
-HARD_SWISH_ALPHA, HARD_SWISH_BETA = float(np.float32(1.0 / 6.0)), 0.5
 
 
 def clamp(ctx: ImportContext, y, lo: float, hi: float | None):
@@ -65,12 +65,7 @@ def leaky_relu_op(ctx, op, inputs, outputs):
 
 @tflite_op("HARD_SWISH")
 def hard_swish_op(ctx, op, inputs, outputs):
-    def hard_swish(x):
-        gate = ctx.emit(relax.op.add(ctx.emit(relax.op.multiply(
-            x, _tvm.const(np.float32(HARD_SWISH_ALPHA)))), _tvm.const(np.float32(HARD_SWISH_BETA))))
-        return ctx.emit(relax.op.multiply(x, ctx.emit(_tvm.clip_float(gate, 0.0, 1.0))))
-
-    return _unary(ctx, inputs, outputs, hard_swish)
+    return _unary(ctx, inputs, outputs, lambda x: hard_swish(ctx, x))
 
 
 @tflite_op("RSQRT")

@@ -2,7 +2,8 @@
 padding before it becomes its own padding, as ONNX writes asymmetric pads), linear (the
 weight transposed with explicit axes, as ONNX's Gemm with transB), adaptive average pooling
 (a mean over the spatial axes when the output is 1x1, as ONNX's GlobalAveragePool; a pooling
-window when the sizes divide) and mean (by where ExecuTorch runs it)."""
+window when the sizes divide), mean (by where ExecuTorch runs it) and hard swish (the form the
+other frontends write)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from canonqnn._tvm import relax
 
+from ..._base import hard_swish
 from .._context import ImportContext, Unsupported, Value, torch_op
 
 
@@ -97,3 +99,10 @@ def mean(ctx: ImportContext, node, args):
         count *= ctx.shape(x)[a]
     total = ctx.emit(relax.op.sum(ctx.expr(x), axis=axes, keepdims=keepdim))
     return ctx.value(relax.op.divide(total, relax.const(np.float32(count))))
+
+
+@torch_op("aten.hardswish.default")
+def hardswish(ctx: ImportContext, node, args):
+    """The form the ONNX and TFLite frontends write (``frontends._base.hard_swish``; TVM's
+    converter writes x * clip(x + 3, 0, 6) / 6, the same function in another order)."""
+    return Value(expr=hard_swish(ctx, ctx.expr(args[0])))

@@ -5,14 +5,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _pt2e import executorch_method, network, quantize, quiet, run_executorch, save
+from _pt2e import (executorch_method, network, qdq_program, quantize, quiet, real_values,
+                   run_executorch, save, stored)
 from torch import nn
+from torch.nn import functional as F
 
 import canonqnn
-from canonqnn import _tvm
+from canonqnn import _tvm, reference
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 from canonqnn.frontends.torch import load
 from canonqnn.io import interface
+from canonqnn.qparams import INT8_CODES, QParams
+from canonqnn.tables import xnnpack
 
 quiet()
 Q = torch.ops.quantized_decomposed
@@ -158,3 +162,32 @@ def test_a_folded_pad_is_bit_exact_with_executorch():
     x = np.random.default_rng(0).standard_normal((1, 3, 12, 12)).astype(np.float32)
     (want,) = run_executorch(executorch_method(program), x)
     assert np.array_equal(list(canonqnn.build(mod).run({"x": x}).values())[0], want)
+
+
+ACTIVATIONS = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "gelu": F.gelu,
+               "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "hardswish": F.hardswish,
+               "silu": F.silu, "leaky_relu": lambda x: F.leaky_relu(x, 0.2)}
+
+
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_an_activation_between_quantizers_is_xnnpacks_table(name):
+    """Each table function imports as the form its rule folds into one table, XNNPACK's
+    (tests/tables/test_xnnpack_tables.py compares those with ExecuTorch)."""
+    (s_in, z_in), (s_out, z_out) = (0.05, 3), (0.02, -5)
+    program = qdq_program(ACTIVATIONS[name], [(s_in, z_in)], (s_out, z_out), [(1, 256)])
+    mod, report = canonqnn.canonicalize(load(program), numerics="xnnpack-x86-avx2")
+    assert dict(report.canonical_ops) == {"lut": 1} and not report.float_islands
+    (x_name,), (y_name,) = ([t.name for t in ts] for ts in (interface(mod).inputs,
+                                                            interface(mod).outputs))
+    x = real_values(INT8_CODES.astype(np.int8).reshape(1, -1), np.float32(s_in), z_in)
+    y = reference.evaluate(mod, {x_name: x}).outputs[y_name]
+    want = xnnpack.table(name, QParams.make(s_in, z_in), QParams.make(s_out, z_out),
+                         **({"alpha": 0.2} if name == "leaky_relu" else {}))
+    assert np.array_equal(stored(y.reshape(-1), np.float32(s_out), z_out), want)
+
+
+def test_elu_which_executorch_runs_in_float_is_a_named_float_island():
+    program = qdq_program(F.elu, [(0.05, 3)], (0.02, -5), [(1, 8)])
+    _, report = canonqnn.canonicalize(load(program), numerics="xnnpack-x86-avx2")
+    assert "lut" not in report.canonical_ops
+    assert any("XNNPACK has no kernel computing add(" in i.reason for i in report.float_islands)

@@ -8,27 +8,31 @@ import numpy as np
 import pytest
 import torch
 from _pt2e import NETWORKS, executorch_method, network, quiet, run_executorch
+from canonqnn.frontends.torch import load
 
 import canonqnn
-from canonqnn.frontends.torch import load
+from canonqnn.numerics import probe
 
 quiet()
 # The float islands each network keeps, by op: what XNNPACK's quantizer leaves in float
-# (layer norms, the attention's float matmuls and softmax) and the lookup tables whose
-# XNNPACK arithmetic canonqnn does not implement (profile xnnpack: tables unverified).
+# (layer norms, the attention's float matmuls and softmax), and on hosts whose XNNPACK float
+# kernels canonqnn does not reproduce (profile xnnpack: tables unverified) the lookup tables.
 ISLANDS = {
     "cnn": set(),
     "mobilenet_v2": set(),
     "encoder": {"relax.nn.layer_norm", "relax.squeeze", "relax.permute_dims", "relax.matmul",
-                "relax.nn.softmax", "relax.reshape", "relax.nn.gelu"},
-    "gated_upsample": {"relax.sigmoid"},
+                "relax.nn.softmax", "relax.reshape"},
+    "gated_upsample": set(),
 }
+TABLES = {"cnn": set(), "mobilenet_v2": set(), "encoder": {"relax.nn.gelu"},
+          "gated_upsample": {"relax.sigmoid"}}
 # Eager PyTorch computes in float between quantize and dequantize: at most this many LSB
 # from ExecuTorch at these outputs (docs/parity.md; measured: 1).
 EAGER_LSB = 1
-# By default one network (the CLI's parity test runs the CNN per-channel, the three-format
-# test a per-tensor dense layer against ExecuTorch); every case with -m slow.
-DEFAULT = {("gated_upsample", True)}
+# Every case with -m slow; by default none: the CLI's parity test runs gated_upsample
+# per-channel (its sigmoid table, bit-exact, eager within the bound), the three-format test a
+# per-tensor network against ExecuTorch.
+DEFAULT: set[tuple[str, bool]] = set()
 CASES = [pytest.param(name, pc, id=f"{name}-{'pc' if pc else 'pt'}",
                       marks=[] if (name, pc) in DEFAULT else [pytest.mark.slow])
          for name in NETWORKS for pc in (True, False)]
@@ -38,8 +42,11 @@ CASES = [pytest.param(name, pc, id=f"{name}-{'pc' if pc else 'pt'}",
 def test_network_is_bit_exact_with_executorch_xnnpack(name, per_channel):
     program = network(name, per_channel=per_channel)
     mod, report = canonqnn.canonicalize(load(program))
-    assert report.numerics == "xnnpack"
-    assert {island.op for island in report.float_islands} == ISLANDS[name]
+    profile = probe.xnnpack_profile()
+    assert report.numerics == profile.name
+    tables = set() if profile.tables == "xnnpack_avx2" else TABLES[name]
+    assert {island.op for island in report.float_islands} == ISLANDS[name] | tables
+    assert report.canonical_ops.get("lut", 0) == len(TABLES[name] - tables)
     built = canonqnn.build(mod)
     method = executorch_method(program)
     rng = np.random.default_rng(0)
