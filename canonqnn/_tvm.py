@@ -8,6 +8,7 @@ Everything else in canonqnn goes through these helpers, so a TVM upgrade edits t
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import types
@@ -106,7 +107,23 @@ def const_value(expr: Any) -> np.ndarray:
 
 def const(value: Any, dtype: str | None = None) -> Any:
     arr = np.asarray(value, dtype=dtype) if dtype else np.asarray(value)
-    return relax.const(arr, str(arr.dtype))
+    return relax.const(_tensor_of(arr), str(arr.dtype))
+
+
+TENSOR_ALIGNMENT = 64  # TVM allocates tensors 64-byte aligned; kernels may rely on it
+
+
+def _tensor_of(arr: np.ndarray) -> Any:
+    """A TVM tensor holding a copy of ``arr``. ``tvm.runtime.tensor`` costs ~50 us per call
+    (allocate, then a checked copy), which made constants the largest part of importing and
+    canonicalizing a graph; an aligned numpy copy handed over by DLPack costs a few."""
+    if arr.size == 0 or arr.dtype.kind not in "iuf":  # (bool, empty: the checked path)
+        return tvm.runtime.tensor(np.ascontiguousarray(arr))
+    buf = np.empty(arr.nbytes + TENSOR_ALIGNMENT, np.uint8)
+    start = -buf.ctypes.data % TENSOR_ALIGNMENT
+    copy = buf[start:start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    copy[...] = arr
+    return tvm_ffi.from_dlpack(copy, require_alignment=TENSOR_ALIGNMENT)
 
 
 def make_attrs(**attrs: Any) -> Any:
@@ -120,9 +137,24 @@ def attrs_dict(call: Any) -> dict[str, Any]:
         return {}
     if hasattr(attrs, "keys"):  # DictAttrs (canonical ops)
         return {str(key): _to_python(attrs[key]) for key in attrs.keys()}
-    skip = {"get_int", "get_int_tuple", "get_str", "id_", "is_", "same_as"}
-    return {name: _to_python(getattr(attrs, name)) for name in dir(attrs)
-            if not name.startswith("_") and name not in skip}
+    return {name: _to_python(getattr(attrs, name)) for name in _attr_fields(type(attrs))}
+
+
+@functools.cache
+def _attr_fields(cls: type) -> tuple[str, ...]:
+    """The fields an attrs class registers (its type info; ``dir`` was a tenth of the time of
+    canonicalizing a graph)."""
+    names: list[str] = []
+    info = getattr(cls, "__tvm_ffi_type_info__", None)
+    while info is not None:
+        names = [f.name for f in info.fields] + names
+        info = info.parent_type_info
+    return tuple(names)
+
+
+def attr(call: Any, name: str) -> Any:
+    """One attribute of a call as a plain Python value (``attrs_dict`` lists them all, slowly)."""
+    return _to_python(getattr(call.attrs, name))
 
 
 def _to_python(value: Any) -> Any:
@@ -139,11 +171,20 @@ def _to_python(value: Any) -> Any:
     return str(value)
 
 
+_OP_NAMES: dict[Any, str | None] = {}  # op -> its name (None: a function, not an op)
+
+
 def op_name(call: Any) -> str | None:
     """``"relax.nn.conv2d"`` for a call to a registered op, else None."""
-    if isinstance(call, relax.Call) and isinstance(call.op, tvm.ir.Op):
-        return str(call.op.name)
-    return None
+    if not isinstance(call, relax.Call):
+        return None
+    op = call.op
+    name = _OP_NAMES.get(op, False)
+    if name is False:  # (the rewrite walks ask this of every binding, many times)
+        name = str(op.name) if isinstance(op, tvm.ir.Op) else None
+        if name is not None:  # ops live as long as the process; functions do not
+            _OP_NAMES[op] = name
+    return name
 
 
 # ---------------------------------------------------------------- op registration

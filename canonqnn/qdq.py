@@ -22,7 +22,10 @@ table keyed by variable names.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -129,19 +132,44 @@ class QdqCall:
     source_tensor: str | None = None
 
 
+# Parsed calls of the running ``reading_once`` scope, keyed by the call (TVM objects hash and
+# compare by identity; the dict keeps them alive, so no address is reused meanwhile).
+_READS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("qdq_reads", default=None)
+
+
+@contextlib.contextmanager
+def reading_once() -> Iterator[None]:
+    """Parse each quantize/dequantize once within the scope: a canonicalization run reads the
+    same calls in every rule and phase that looks at them, and converting their constants to
+    numpy dominated its time."""
+    token = _READS.set({})
+    try:
+        yield
+    finally:
+        _READS.reset(token)
+
+
 def _read(call: Any, op: str) -> QdqCall | None:
     if _tvm.op_name(call) != op:
         return None
+    reads = _READS.get()
+    if reads is None:
+        return _parse(call, op)
+    if call not in reads:
+        reads[call] = _parse(call, op)
+    return reads[call]
+
+
+def _parse(call: Any, op: str) -> QdqCall | None:
     data, scale, zp = call.args
     if not (_tvm.is_const(scale) and _tvm.is_const(zp)):
         return None
-    attrs = _tvm.attrs_dict(call)
-    dtype = str(attrs["out_dtype"]) if op == QUANTIZE else _tvm.dtype_of(data)
+    dtype = str(_tvm.attr(call, "out_dtype")) if op == QUANTIZE else _tvm.dtype_of(data)
     scale_v, zp_v = _tvm.const_value(scale), _tvm.const_value(zp)
     if scale_v.size == 1 and zp_v.size == 1:
         qp = QParams.make(scale_v, zp_v, None, dtype)
     else:
-        axis = int(attrs["axis"]) % max(len(_tvm.shape_of(data)), 1)
+        axis = _tvm.attr(call, "axis") % max(len(_tvm.shape_of(data)), 1)
         qp = QParams.make(scale_v, zp_v, axis, dtype)
     facts = _facts(call)
     return QdqCall(data, qp, facts.get("dtype", "int8"), facts.get("op"), facts.get("tensor"))

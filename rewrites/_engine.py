@@ -18,7 +18,7 @@ from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of, reading_once
 
 MAX_ITERATIONS = 8
 
@@ -204,7 +204,9 @@ def remove_dead_bindings(func: Any) -> Any:
 
 
 def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: str,
-               profile: numerics.Profile) -> tuple[Any, int]:
+               profile: numerics.Profile, uses: dict[Any, Counter]) -> tuple[Any, int]:
+    """One walk of ``phase`` over every function; ``uses`` caches the use counts of functions
+    a walk left unchanged (counting them is a walk of its own)."""
     rules: dict[str, list[Rule]] = {}
     for rule in phase.rules:
         rules.setdefault(rule.root, []).append(rule)
@@ -212,9 +214,13 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: s
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
-        mutator = _PhaseMutator(mod, rules, count_uses(func), source, profile)
+        if func not in uses:
+            uses.clear()  # (only the newest version of a function is read again)
+            uses[func] = count_uses(func)
+        mutator = _PhaseMutator(mod, rules, uses[func], source, profile)
         new = mutator.visit_expr(func)
-        mod[gv] = remove_dead_bindings(new)
+        if mutator.fired:  # else the walk rebuilt the same function: keep it and its counts
+            mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)
         fired += sum(mutator.fired.values())
         for var, reason in mutator.declines.items():
@@ -239,11 +245,13 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     profile = _resolve_profile(mod, source if io is not None else "relax", profile)
     mod = numerics.record(_tvm.copy_module(mod), profile)
     report.numerics = profile.name
-    for phase in phases:
-        for _ in range(MAX_ITERATIONS):
-            mod, fired = _run_phase(mod, phase, report, declines, source, profile)
-            if not fired:
-                break
+    uses: dict[Any, Counter] = {}
+    with reading_once():
+        for phase in phases:
+            for _ in range(MAX_ITERATIONS):
+                mod, fired = _run_phase(mod, phase, report, declines, source, profile, uses)
+                if not fired:
+                    break
     _collect(mod, report, declines)
     return mod, report
 

@@ -105,11 +105,14 @@ def fold_requantize(ctx: Context, call: Any):
 
 
 def fold_int8_movement(ctx: Context, call: Any):
+    # The structure first: nearly every dequantize reads a constant or a quantize.
+    inner = ctx.call(call.args[0], PERMUTE, RESHAPE)
+    if inner is None:
+        return None
     x = dequantized(ctx, call)
     if x is None or x.qparams.dtype != "int8" or not x.qparams.per_tensor:
         return None
-    inner = ctx.call(x.operand, PERMUTE, RESHAPE)
-    if inner is None or not ctx.single_use(x.operand):
+    if not ctx.single_use(x.operand):
         return None
     data = inner.args[0]
     if _tvm.is_const(data) or _tvm.dtype_of(data) != "int8":
