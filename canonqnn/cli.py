@@ -123,6 +123,9 @@ def cmd_convert(args) -> int:
     if script:
         _write_file(script, _tvm.script(mod))
     print(report.summary())
+    if args.explain:
+        print("why each float island stayed float:")
+        print(report.explain())
     print(f"wrote {out}")
     return 0
 
@@ -298,6 +301,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("model")
     c.add_argument("-o", "--output", help="output file (default MODEL.canonqnn.json)")
     c.add_argument("--script", help="also write the module as TVMScript text")
+    c.add_argument("--explain", action="store_true",
+                   help="for each float island, every rule that found its pattern there, the "
+                        "step where it declined and why")
     c.set_defaults(func=cmd_convert)
 
     b = sub.add_parser("build", parents=[model_options],

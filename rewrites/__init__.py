@@ -2,8 +2,9 @@
 
     mod, report = canonqnn.rewrites.canonicalize(fq_mod)
 
-Phases run in order, each to a fixed point; within a phase the first listed rule that matches
-wins. Rules import only the canonqnn core.
+Phases run in order (``PHASE_ORDER``), each to a fixed point; every rule names its phase, and
+within a phase the first rule (in ``RULE_MODULES`` order) that folds a chain wins. Rules import
+only the canonqnn core.
 """
 
 from __future__ import annotations
@@ -12,20 +13,17 @@ from typing import Any
 
 from . import (compute, dynamic, elementwise, epilogue, indexing, islands, lut, movement, pool,
                prologue, reduce, resize, select, softmax)
-from ._engine import Decline, FloatIsland, Phase, Report, Rule, run_phases
+from ._engine import PHASE_ORDER, Decline, FloatIsland, Phase, Report, Rule, run_phases
 
-DEFAULT_PHASES = (
-    Phase("compute", movement.INT8_RULES + compute.RULES + dynamic.COMPUTE_RULES),
-    Phase("elementwise_pool_movement",
-          elementwise.RULES + pool.RULES + softmax.RULES + resize.RULES + reduce.RULES
-          + select.RULES + indexing.RULES + movement.RULES[:3]),
-    Phase("requantize", movement.RULES[3:]),
-    # After the products: what is left of a DynamicQuantizeLinear is used elsewhere.
-    Phase("dynamic_results", dynamic.RESULT_RULES),
-    # After requantize, so that a lone relu/clip stays an integer clamp rather than a table.
-    Phase("lut", lut.RULES),
-    Phase("epilogue", epilogue.RULES + prologue.RULES + islands.RULES),
-)
+# Within a phase, rules are tried in this module order (the first that folds a chain wins;
+# the first that declines names the island's reason).
+RULE_MODULES = (compute, dynamic, elementwise, pool, softmax, resize, reduce, select, indexing,
+                movement, lut, epilogue, prologue, islands)
+
+DEFAULT_PHASES = tuple(
+    Phase(name, tuple(rule for module in RULE_MODULES for rule in module.RULES
+                      if rule.phase == name))
+    for name in PHASE_ORDER)
 
 
 def canonicalize(mod: Any, phases: tuple[Phase, ...] = DEFAULT_PHASES, *,
@@ -42,5 +40,5 @@ def rules() -> list[Rule]:
     return [rule for phase in DEFAULT_PHASES for rule in phase.rules]
 
 
-__all__ = ["DEFAULT_PHASES", "Decline", "FloatIsland", "Phase", "Report", "Rule",
-           "canonicalize", "rules"]
+__all__ = ["DEFAULT_PHASES", "PHASE_ORDER", "RULE_MODULES", "Decline", "FloatIsland", "Phase",
+           "Report", "Rule", "canonicalize", "rules"]

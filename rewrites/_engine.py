@@ -1,10 +1,11 @@
 """The rewrite engine: ordered phases of rules applied by one linear walk each.
 
-A rule is ``fn(ctx, call) -> new_expr | Decline | None`` keyed by the op of the call it starts
-from (usually ``relax.quantize``). ``None`` means "not my pattern"; ``Decline`` means "my
-pattern, but it cannot fold", with the reason and the float op it concerns: those become the
-Report's float islands. The walk is a ``PyExprMutator`` (TVM's DPL rewriters are quadratic in
-graph size) followed by a linear dead-binding sweep.
+A rule (``Rule``) is keyed by the op of the call it starts from (usually ``relax.quantize``):
+match steps that only read the graph, then a rewrite that emits. A step returns None for "not
+my pattern", a ``Decline`` for "my pattern, but it cannot fold" (the reason and the float op
+it concerns: the Report's float islands and near misses), or the match the next step takes.
+The walk is a ``PyExprMutator`` (TVM's DPL rewriters are quadratic in graph size) followed by
+a linear dead-binding sweep.
 """
 
 from __future__ import annotations
@@ -31,12 +32,75 @@ class Decline:
     at: Any = None
 
 
+# The phases in the order they run, each to a fixed point before the next; every rule names
+# the one it belongs to (``Rule.phase``), and ``rewrites.DEFAULT_PHASES`` groups them.
+PHASE_ORDER = (
+    # Products (conv, matmul) first: the rules after them read their int8 results.
+    "compute",
+    "elementwise_pool_movement",
+    # What the ops before leave of q(act(dq x)): a re-expression or a clamp.
+    "requantize",
+    # After the products: what is left of a DynamicQuantizeLinear is used elsewhere.
+    "dynamic_results",
+    # After requantize, so that a lone relu/clip stays an integer clamp rather than a table.
+    "lut",
+    # Clamps into their producers, pads into convs, the reasons of the islands left.
+    "epilogue",
+)
+
+
+Step = Callable[["Context", Any], Any]
+
+
 @dataclass(frozen=True)
 class Rule:
+    """How one chain folds: ``match`` steps, then ``rewrite``.
+
+    The first step receives the root call and returns a named match when the rule's pattern
+    is there (None: not this rule's pattern). Each later step checks or completes the match:
+    it returns the match (or a fuller one) or a ``Decline`` naming why the chain cannot fold.
+    Steps only read the graph; ``rewrite`` emits the canonical op(s) for the final match and
+    runs only when every step passed."""
+
     name: str
     root: str
-    fn: Callable[[Context, Any], Any]
+    match: tuple[Step, ...]
+    rewrite: Callable[[Context, Any], Any]
     doc: str = ""
+    phase: str = ""  # one of PHASE_ORDER
+
+    def __post_init__(self) -> None:
+        if self.phase not in PHASE_ORDER:
+            raise ValueError(f"rule {self.name}: phase {self.phase!r} is not one of "
+                             f"{', '.join(PHASE_ORDER)}")
+        if not self.match:
+            raise ValueError(f"rule {self.name}: no match step")
+
+    def attempt(self, ctx: Context, call: Any) -> tuple[Any, str | None]:
+        """``(result, step)``: the rewritten expression, a ``Decline`` or None (not the
+        pattern), with the name of the step that stopped (None when the rule folded)."""
+        found, step_name = call, self.match[0].__name__
+        try:
+            for step in self.match:
+                step_name = step.__name__
+                found = step(ctx, found)
+                if found is None or isinstance(found, Decline):
+                    return found, step_name
+            step_name = self.rewrite.__name__
+            return self.rewrite(ctx, found), None
+        # The op exists, not with this source's rounding or the profile's arithmetic.
+        except (UnsupportedRounding, numerics.UnsupportedNumerics) as exc:
+            return Decline(str(exc), call.args[0] if call.args else None), step_name
+
+
+@dataclass(frozen=True)
+class NearMiss:
+    """A rule that found its pattern at a float op and declined: at which step, and why."""
+
+    rule: str
+    phase: str
+    step: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -54,21 +118,38 @@ class FloatIsland:
 
 @dataclass
 class Report:
-    """What canonicalization did: folds per rule, and every float op left, with the reason."""
+    """What canonicalization did: folds per rule, and every float op left, with the reason;
+    ``near_misses`` lists, per float island (by variable name), every rule that found its
+    pattern there and declined."""
 
     counts: Counter = field(default_factory=Counter)
     float_islands: list[FloatIsland] = field(default_factory=list)
     canonical_ops: Counter = field(default_factory=Counter)
     numerics: str | None = None  # the profile the module was converted for
+    near_misses: dict[str, list[NearMiss]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "numerics": self.numerics,
             "rules": dict(self.counts),
             "canonical_ops": dict(self.canonical_ops),
-            "float_islands": [{"op": i.op, "var": i.var, "reason": i.reason}
+            "float_islands": [{"op": i.op, "var": i.var, "reason": i.reason,
+                               "near_misses": [vars(m) for m in self.near_misses.get(i.var, [])]}
                               for i in self.float_islands],
         }
+
+    def explain(self) -> str:
+        """Each float island, then every rule that came close to folding it: the phase, the
+        step where it declined and the reason."""
+        if not self.float_islands:
+            return "float islands: none"
+        lines = []
+        for island in self.float_islands:
+            lines.append(f"{island.var} = {island.op}: {island.reason}")
+            misses = self.near_misses.get(island.var, [])
+            lines += [f"  rule {m.rule} ({m.phase}) declined at {m.step}: {m.reason}"
+                      for m in misses] or ["  no rule matched a pattern here"]
+        return "\n".join(lines)
 
     def summary(self) -> str:
         lines = [f"numerics: {self.numerics}"] if self.numerics else []
@@ -144,6 +225,7 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         self.ctx = Context(self, uses, source, profile)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
+        self.misses: dict[Any, list[NearMiss]] = {}
 
     def visit_var_binding_(self, binding: Any) -> None:
         self.ctx.binding_var = binding.var
@@ -153,16 +235,15 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         call = self.visit_expr_post_order(call)
         self.ctx.root = call
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
-            try:
-                result = rule.fn(self.ctx, call)
-            # The op exists, not with this source's rounding or the profile's arithmetic.
-            except (UnsupportedRounding, numerics.UnsupportedNumerics) as exc:
-                result = Decline(str(exc), call.args[0] if call.args else None)
+            result, step = rule.attempt(self.ctx, call)
             if result is None:
                 continue
             if isinstance(result, Decline):
                 if result.at is not None:
                     self.declines.setdefault(result.at, f"{rule.name}: {result.reason}")
+                    miss = NearMiss(rule.name, rule.phase, step or "", result.reason)
+                    if miss not in self.misses.setdefault(result.at, []):
+                        self.misses[result.at].append(miss)
                 continue
             self.fired[rule.name] += 1
             return carry_facts(call, result)
@@ -203,8 +284,9 @@ def remove_dead_bindings(func: Any) -> Any:
     return relax.BlockBuilder().normalize(new)
 
 
-def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: str,
-               profile: numerics.Profile, uses: dict[Any, Counter]) -> tuple[Any, int]:
+def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: dict,
+               source: str, profile: numerics.Profile,
+               uses: dict[Any, Counter]) -> tuple[Any, int]:
     """One walk of ``phase`` over every function; ``uses`` caches the use counts of functions
     a walk left unchanged (counting them is a walk of its own)."""
     rules: dict[str, list[Rule]] = {}
@@ -223,6 +305,9 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, source: s
             mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)
         fired += sum(mutator.fired.values())
+        for var, found in mutator.misses.items():
+            known = misses.setdefault(var, [])
+            known += [m for m in found if m not in known]
         for var, reason in mutator.declines.items():
             # A later phase's reason replaces an earlier one, except the profile's refusal:
             # it names the cause (the arithmetic exists, canonqnn lacks it).
@@ -238,6 +323,7 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     the result records."""
     report = Report()
     declines: dict[Any, str] = {}
+    misses: dict[Any, list[NearMiss]] = {}
     io = module_io(mod)
     # Lookup tables follow the format's definition of each float function; a module no
     # frontend wrote is read with ONNX's (Relax's ops are ONNX's).
@@ -249,10 +335,11 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     with reading_once():
         for phase in phases:
             for _ in range(MAX_ITERATIONS):
-                mod, fired = _run_phase(mod, phase, report, declines, source, profile, uses)
+                mod, fired = _run_phase(mod, phase, report, declines, misses, source,
+                                        profile, uses)
                 if not fired:
                     break
-    _collect(mod, report, declines)
+    _collect(mod, report, declines, misses)
     return mod, report
 
 
@@ -273,7 +360,8 @@ def _resolve_profile(mod: Any, source: str,
 BOUNDARY_OPS = (QUANTIZE, DEQUANTIZE)
 
 
-def _collect(mod: Any, report: Report, declines: dict[Any, str]) -> None:
+def _collect(mod: Any, report: Report, declines: dict[Any, str],
+             misses: dict[Any, list[NearMiss]]) -> None:
     """Count canonical ops and list every float op left, with the best known reason."""
     for _, func in mod.functions_items():
         if not isinstance(func, relax.Function):
@@ -295,6 +383,8 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str]) -> None:
             if _tvm.is_tensor(var) and _tvm.dtype_of(var).startswith("float"):
                 reason = declines.get(var) or _default_reason(name, value, bound, users.get(var))
                 report.float_islands.append(FloatIsland(name, _tvm.var_name(var), reason))
+                if misses.get(var):
+                    report.near_misses[_tvm.var_name(var)] = misses[var]
 
 
 FLOAT_IN_MODEL = "computed in float by the model"

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from canonqnn import _tvm
-from canonqnn.ops import Q31_ROUNDINGS
+from canonqnn.ops import Q31_ROUNDINGS, lookup, movement
 from canonqnn.qdq import DEQUANTIZE, QdqCall, read_dequantize, read_quantize
 from canonqnn.qparams import INT8_MAX, INT8_MIN, QParams, activation_bounds, activation_range
 
@@ -119,13 +120,23 @@ def full_range(qp: QParams) -> tuple[int, int]:
     return activation_range(qp.dtype)
 
 
+@dataclass(frozen=True)
+class QuantizedOp:
+    """``q([act](op(...)))``: the quantize's parsed output ``out``, the relu/clip bounds ``act``
+    stripped from below it, the call ``inner`` to the op and the variable ``y`` bound to it
+    (the float op a Decline names)."""
+
+    out: QdqCall
+    act: Activation
+    inner: Any
+    y: Any
+
+
 def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True,
-                 dtypes: tuple[str, ...] = ("int8",)):
-    """``(out, act, inner, y)`` for ``q([act](op(...)))`` rooted at ``call``: the int8 per-tensor
-    quantize ``out`` (or of another of ``dtypes``), the relu/clip bounds ``act`` stripped from
-    below it (when ``activation``), the call ``inner`` to one of ``ops`` and the variable ``y``
-    bound to it; a Decline when the float result has other users; None when the pattern is not
-    there."""
+                 dtypes: tuple[str, ...] = ("int8",)) -> QuantizedOp | Decline | None:
+    """The chain ``q([act](op(...)))`` rooted at ``call``, for a per-tensor quantize to one of
+    ``dtypes`` (relu/clip stripped when ``activation``); a Decline when the float result has
+    other users; None when the pattern is not there."""
     out = output(call, dtypes)
     if out is None or out.qparams.dtype not in dtypes:
         return None
@@ -136,27 +147,69 @@ def quantized_op(ctx: Context, call: Any, *ops: str, activation: bool = True,
         return None
     if not ctx.single_use(y):
         return Decline("the float result has other users", y)
-    return out, act, inner, y
+    return QuantizedOp(out, act, inner, y)
+
+
+@dataclass(frozen=True)
+class UnaryChain:
+    """``q([act](op(dq(x))))``: as ``QuantizedOp``, with the parsed input ``x``; ``at`` is the
+    op's variable."""
+
+    out: QdqCall
+    act: Activation
+    inner: Any
+    x: QdqCall
+    at: Any
 
 
 def unary_chain(ctx: Context, call: Any, op: str, *, activation: bool,
-                int16: bool = False):
-    """``(out, act, inner, x, at)`` for ``q([act](op(dq(x))))`` with per-tensor int8 ``x``;
-    a Decline when the chain is there but cannot fold; None when it is not there.
+                int16: bool = False) -> UnaryChain | Decline | None:
+    """The chain ``q([act](op(dq(x))))`` with per-tensor int8 ``x``; a Decline when it is there
+    but cannot fold; None when it is not there.
 
-    ``activation`` allows a relu/clip between ``op`` and the quantize; ``at`` is ``op``'s value.
-    ``int16``: ``op`` has a TFLite 16x8 kernel (data movement, MEAN), so int16 in and out is
-    folded too where the run folds int16 (``sixteen_bit``); input and output then have the
-    same dtype.
+    ``activation`` allows a relu/clip between ``op`` and the quantize. ``int16``: ``op`` has a
+    TFLite 16x8 kernel (data movement, MEAN), so int16 in and out is folded too where the run
+    folds int16 (``sixteen_bit``); input and output then have the same dtype.
     """
     dtypes = ("int8", *sixteen_bit(ctx)) if int16 else ("int8",)
     m = quantized_op(ctx, call, op, activation=activation, dtypes=dtypes)
-    if not isinstance(m, tuple):
+    if not isinstance(m, QuantizedOp):
         return m
-    out, act, inner, y = m
-    x = dequantized(ctx, inner.args[0], (*INT8_OR_INT32, *dtypes))
+    x = dequantized(ctx, m.inner.args[0], (*INT8_OR_INT32, *dtypes))
     if x is None:
-        return Decline(f"input is not dequantized from {' or '.join(dtypes)}", y)
-    if (why := per_tensor_int8(x, "input", y, (out.qparams.dtype,))) is not None:
+        return Decline(f"input is not dequantized from {' or '.join(dtypes)}", m.y)
+    if (why := per_tensor_int8(x, "input", m.y, (m.out.qparams.dtype,))) is not None:
         return why
-    return out, act, inner, x, y
+    return UnaryChain(m.out, m.act, m.inner, x, m.y)
+
+
+def unary_step(op: str, *, activation: bool = True, int16: bool = False,
+               name: str | None = None) -> Callable[[Context, Any], Any]:
+    """A rule's first step: ``unary_chain`` of ``op`` at the root call."""
+    def step(ctx: Context, call: Any) -> UnaryChain | Decline | None:
+        return unary_chain(ctx, call, op, activation=activation, int16=int16)
+    step.__name__ = name or f"{op.rsplit('.', 1)[-1]}_chain"
+    return step
+
+
+def requantized(ctx: Context, moved: Any, in_qp: QParams, out_qp: QParams,
+                bounds: tuple[int, int] | None = None) -> Any:
+    """``moved`` (int8 or int16, parameters ``in_qp``) re-expressed with ``out_qp`` (of the same
+    dtype) and clamped to ``bounds`` (default: none): itself when that changes nothing."""
+    bounds = full_range(out_qp) if bounds is None else bounds
+    if in_qp.same_as(out_qp) and bounds == full_range(out_qp):
+        return moved
+    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=ctx.rounding)
+
+
+@dataclass(frozen=True)
+class Refolded:
+    """A canonical op called again with other arguments and attributes."""
+
+    call: Any
+    args: list[Any]
+    attrs: dict
+
+
+def build_refolded(ctx: Context, m: Refolded) -> Any:
+    return lookup(m.call).call(m.args, m.attrs)

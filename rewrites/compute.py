@@ -16,6 +16,7 @@ output (zero points 0), int8 weights, an int64 (or int32) bias whose type is the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -29,8 +30,8 @@ from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import QParams, product_scale
 
 from ._engine import Context, Decline, Rule
-from ._match import (ASTYPE, INT8_OR_INT32, accumulator, dequantized, output, per_tensor_int8,
-                     sixteen_bit, strip_activation)
+from ._match import (ASTYPE, INT8_OR_INT32, Activation, accumulator, dequantized, output,
+                     per_tensor_int8, sixteen_bit, strip_activation)
 
 CONV2D, MATMUL, ADD, MULTIPLY = "relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply"
 CONV2D_T, CONV1D_T = "relax.nn.conv2d_transpose", "relax.nn.conv1d_transpose"
@@ -132,10 +133,24 @@ def _accumulator_output(out_qp: QParams, x_qp: QParams, w_qp: QParams, at: Any):
     return None
 
 
-def _conv_chain(ctx: Context, call: Any, *ops: str, int16: tuple[str, ...] = ()):
-    """``(out, act, conv, at, bias_expr, x, w)`` for ``q|astype(act(op(dq x, dq w) [+ bias]))``
-    rooted at ``call`` (``at``: the conv's value); a Decline when the chain is there but cannot
-    fold; else None. ``int16``: ``sixteen_bit(ctx)`` where the op folds 16x8 layers."""
+@dataclass(frozen=True)
+class ConvChain:
+    """``q|astype(act(op(dq x, dq w) [+ bias]))``: the parsed output ``out``, the relu/clip
+    ``act``, the conv call ``conv`` bound to ``at``, the added ``bias_expr`` (or None) and the
+    parsed input ``x`` and weight ``w``."""
+
+    out: QdqCall
+    act: Activation
+    conv: Any
+    at: Any
+    bias_expr: Any
+    x: QdqCall
+    w: QdqCall
+
+
+def conv_chain(ctx: Context, call: Any, *ops: str, int16: tuple[str, ...] = ()):
+    """The ``ConvChain`` rooted at ``call``; a Decline when the chain is there but cannot fold;
+    else None. ``int16``: ``sixteen_bit(ctx)`` where the op folds 16x8 layers."""
     out = output(call, INT8_OR_INT32 + int16) or accumulator(call)
     if out is None:
         return None
@@ -153,7 +168,7 @@ def _conv_chain(ctx: Context, call: Any, *ops: str, int16: tuple[str, ...] = ())
         return why
     if w.qparams.dtype != "int8":
         return Decline(f"weight is {w.qparams.dtype}, not int8", core)
-    return out, act, conv, core, bias_expr, x, w
+    return ConvChain(out, act, conv, core, bias_expr, x, w)
 
 
 def _conv_bias(ctx: Context, bias_expr: Any, x_qp: QParams, w_qp: QParams, channels: int,
@@ -168,33 +183,49 @@ def _conv_bias(ctx: Context, bias_expr: Any, x_qp: QParams, w_qp: QParams, chann
     return bias
 
 
-def fold_conv2d(ctx: Context, call: Any):
-    m = _conv_chain(ctx, call, CONV2D, int16=sixteen_bit(ctx))
-    if not isinstance(m, tuple):
-        return m
-    out, act, conv, at, bias_expr, x, w = m
-    a = _tvm.attrs_dict(conv)
+def conv2d_chain(ctx: Context, call: Any):
+    return conv_chain(ctx, call, CONV2D, int16=sixteen_bit(ctx))
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A conv chain that folds: its attributes, int32 (or int64) bias and accumulator type."""
+
+    chain: ConvChain
+    attrs: dict
+    bias: np.ndarray
+    accumulator: str
+
+
+def conv2d_checks(ctx: Context, m: ConvChain):
+    out, x, w, at = m.out, m.x, m.w, m.at
+    a = _tvm.attrs_dict(m.conv)
     if (a["data_layout"], a["kernel_layout"]) != ("NCHW", "OIHW"):
         return Decline(f"layout {a['data_layout']}/{a['kernel_layout']} is not NCHW/OIHW", at)
     if not w.qparams.per_tensor and w.qparams.axis != 0:
         return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
     channels = _tvm.shape_of(w.operand)[0]
-    bias = _conv_bias(ctx, bias_expr, x.qparams, w.qparams, channels, at, 4, out.qparams.dtype)
+    bias = _conv_bias(ctx, m.bias_expr, x.qparams, w.qparams, channels, at, 4, out.qparams.dtype)
     if isinstance(bias, Decline):
         return bias
-    acc_dtype = _accumulator_of(bias if bias_expr is not None else None, x.qparams)
+    acc_dtype = _accumulator_of(bias if m.bias_expr is not None else None, x.qparams)
     if (why := _sixteen_bit(x.qparams, w.qparams, out.qparams, acc_dtype, at)) is not None:
         return why
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, x.qparams, w.qparams, at)) is not None:
             return why
-        if not act.none:
+        if not m.act.none:
             return Decline("activation on an int32 accumulator", at)
+    return Conv(m, a, bias, acc_dtype)
+
+
+def build_conv2d(ctx: Context, m: Conv):
+    out, x, w, a = m.chain.out, m.chain.x, m.chain.w, m.attrs
     return conv_ops.conv2d(
-        x.operand, w.operand, bias, x.qparams, w.qparams, out.qparams,
+        x.operand, w.operand, m.bias, x.qparams, w.qparams, out.qparams,
         strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"],
-        act=act.bounds(out.qparams) if out.qparams.dtype != "int32" else (-128, 127),
-        rounding=ctx.rounding, source_dtype=x.source_dtype, accumulator=acc_dtype)
+        act=m.chain.act.bounds(out.qparams) if out.qparams.dtype != "int32" else (-128, 127),
+        rounding=ctx.rounding, source_dtype=x.source_dtype, accumulator=m.accumulator)
 
 
 TRANSPOSE_LAYOUTS = {CONV2D_T: ("NCHW", "IOHW"), CONV1D_T: ("NCW", "IOW")}
@@ -210,11 +241,22 @@ def _transpose_weight_qparams(qp: QParams, groups: int) -> QParams | None:
     return QParams.make(np.tile(qp.scale, groups), np.tile(qp.zero_point, groups), 1)
 
 
-def fold_conv_transpose(ctx: Context, call: Any):
-    m = _conv_chain(ctx, call, CONV2D_T, CONV1D_T)
-    if not isinstance(m, tuple):
-        return m
-    out, act, conv, at, bias_expr, x, w = m
+def conv_transpose_chain(ctx: Context, call: Any):
+    return conv_chain(ctx, call, CONV2D_T, CONV1D_T)
+
+
+@dataclass(frozen=True)
+class ConvTranspose:
+    chain: ConvChain
+    one_d: bool  # conv1d_transpose, computed as a 2-D one over [N, C, 1, L]
+    groups: int
+    w_qp: QParams
+    bias: np.ndarray
+    geometry: dict
+
+
+def conv_transpose_checks(ctx: Context, m: ConvChain):
+    out, x, w, at, conv = m.out, m.x, m.w, m.at, m.conv
     if out.qparams.dtype != "int8":
         return Decline("transposed convolution to an int32 accumulator", at)
     op = _tvm.op_name(conv)
@@ -228,30 +270,36 @@ def fold_conv_transpose(ctx: Context, call: Any):
     if w_qp is None:
         return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
     channels = _tvm.shape_of(w.operand)[1] * groups
-    out_shape = _tvm.shape_of(conv)
-    bias = _conv_bias(ctx, bias_expr, x.qparams, w_qp, channels, at, len(out_shape),
-                      out.qparams.dtype)
+    bias = _conv_bias(ctx, m.bias_expr, x.qparams, w_qp, channels, at,
+                      len(_tvm.shape_of(conv)), out.qparams.dtype)
     if isinstance(bias, Decline):
         return bias
-    x_q, w_q = x.operand, w.operand
     geometry = dict(strides=a["strides"], padding=a["padding"],
                     output_padding=a["output_padding"], dilation=a["dilation"])
-    if op == CONV1D_T:  # as a 2-D transposed convolution over [N, C, 1, L]
-        if not (w_qp.per_tensor or _tvm.is_const(w_q)):
+    one_d = op == CONV1D_T
+    if one_d:
+        if not (w_qp.per_tensor or _tvm.is_const(w.operand)):
             return Decline("1-D runtime weight with per-channel parameters", at)
-        x_q = ctx.emit(movement.reshape(x_q, _with_unit_height(_tvm.shape_of(x_q)), x.qparams))
-        w_shape = _with_unit_height(_tvm.shape_of(w_q))
-        w_q = _tvm.const(_tvm.const_value(w_q).reshape(w_shape)) if _tvm.is_const(w_q) \
-            else ctx.emit(movement.reshape(w_q, w_shape, w_qp))
         (s,), (p0, p1), (op_,), (d,) = (geometry[k] for k in
                                           ("strides", "padding", "output_padding", "dilation"))
         geometry = dict(strides=[1, s], padding=[0, p0, 0, p1], output_padding=[0, op_],
                         dilation=[1, d])
+    return ConvTranspose(m, one_d, groups, w_qp, bias, geometry)
+
+
+def build_conv_transpose(ctx: Context, m: ConvTranspose):
+    out, x = m.chain.out, m.chain.x
+    x_q, w_q = x.operand, m.chain.w.operand
+    if m.one_d:
+        x_q = ctx.emit(movement.reshape(x_q, _with_unit_height(_tvm.shape_of(x_q)), x.qparams))
+        w_shape = _with_unit_height(_tvm.shape_of(w_q))
+        w_q = _tvm.const(_tvm.const_value(w_q).reshape(w_shape)) if _tvm.is_const(w_q) \
+            else ctx.emit(movement.reshape(w_q, w_shape, m.w_qp))
     result = conv_transpose_ops.conv2d_transpose(
-        x_q, w_q, bias, x.qparams, w_qp, out.qparams, groups=groups,
-        act=act.bounds(out.qparams), rounding=ctx.rounding, **geometry)
-    if op == CONV1D_T:
-        return movement.reshape(ctx.emit(result), out_shape, out.qparams)
+        x_q, w_q, m.bias, x.qparams, m.w_qp, out.qparams, groups=m.groups,
+        act=m.chain.act.bounds(out.qparams), rounding=ctx.rounding, **m.geometry)
+    if m.one_d:
+        return movement.reshape(ctx.emit(result), _tvm.shape_of(m.chain.conv), out.qparams)
     return result
 
 
@@ -316,7 +364,20 @@ def _matmul_source_op(ctx: Context, b: Any) -> str:
     return "fully_connected" if _tvm.is_const(b) else "batch_matmul"
 
 
-def fold_matmul(ctx: Context, call: Any):
+@dataclass(frozen=True)
+class MatmulChain:
+    """``q|astype(act(matmul(A, B) [* alpha] [+ bias]))``: the matmul call ``mm`` bound to
+    ``at``."""
+
+    out: QdqCall
+    act: Activation
+    mm: Any
+    at: Any
+    alpha: float
+    bias_expr: Any
+
+
+def matmul_chain(ctx: Context, call: Any):
     int16 = sixteen_bit(ctx)
     out = output(call, INT8_OR_INT32 + int16) or accumulator(call)
     if out is None:
@@ -332,11 +393,28 @@ def fold_matmul(ctx: Context, call: Any):
     mm = ctx.call(core, MATMUL)
     if mm is None:
         return None
-    at = core
     if not (ctx.single_use(core) and ctx.single_use(y)):
-        return Decline("the float result has other users", at)
-    (a, a_t) = _matmul_operand(ctx, mm.args[0], INT8_OR_INT32 + int16)
-    (b, b_t) = _matmul_operand(ctx, mm.args[1])
+        return Decline("the float result has other users", core)
+    return MatmulChain(out, act, mm, core, alpha, bias_expr)
+
+
+@dataclass(frozen=True)
+class Matmul:
+    chain: MatmulChain
+    a: QdqCall
+    a_t: bool  # A's last two axes swapped
+    b: QdqCall
+    b_t: bool
+    b_qp: QParams  # B's parameters per tensor or per column (after the swap)
+    bias: np.ndarray | None
+    accumulator: str
+
+
+def matmul_checks(ctx: Context, m: MatmulChain):
+    int16 = sixteen_bit(ctx)
+    out, at = m.out, m.at
+    (a, a_t) = _matmul_operand(ctx, m.mm.args[0], INT8_OR_INT32 + int16)
+    (b, b_t) = _matmul_operand(ctx, m.mm.args[1])
     if a is None or b is None:
         return Decline("an operand is not dequantized from int8", at)
     if (why := per_tensor_int8(a, "A", at, ("int8", *int16))) is not None:
@@ -351,29 +429,16 @@ def fold_matmul(ctx: Context, call: Any):
         return Decline(f"B quantized along axis {b.qparams.axis}, not per column", at)
     if b_t and not _tvm.is_const(b.operand) and not b_qp.per_tensor:
         return Decline("transposed runtime B with per-column parameters", at)
-    a_q, b_q = a.operand, b.operand
-    if b_t:
-        b_q = _swap_last_two(ctx, b_q, b_qp)
-        b_shape = (*b_shape[:-2], b_shape[-1], b_shape[-2])
-    if a_t:
-        a_q = _swap_last_two(ctx, a_q, a.qparams)
-        a_shape = (*a_shape[:-2], a_shape[-1], a_shape[-2])
-    # 1-D operands: matmul of [1, K] / [K, 1] views, the unit axis dropped again at the end.
-    out_shape = _tvm.shape_of(mm)
-    if len(a_shape) == 1:
-        a_q = ctx.emit(movement.reshape(a_q, (1, a_shape[0]), a.qparams))
-    if len(b_shape) == 1:
-        if not b_qp.per_tensor:
-            return Decline("1-D B with per-column parameters", at)
-        b_q = ctx.emit(movement.reshape(b_q, (b_shape[0], 1), b_qp)) if not _tvm.is_const(b_q) \
-            else _tvm.const(_tvm.const_value(b_q).reshape(-1, 1))
-    columns = _tvm.shape_of(b_q)[-1]
+    if len(b_shape) == 1 and not b_qp.per_tensor:
+        return Decline("1-D B with per-column parameters", at)
+    out_shape = _tvm.shape_of(m.mm)
+    columns = 1 if len(b_shape) == 1 else b_shape[-2 if b_t else -1]
     bias = None
-    if bias_expr is not None:
+    if m.bias_expr is not None:
         acc_scale = product_scale(a.qparams.scale, b_qp.scale)
-        if alpha != 1.0:
-            acc_scale = (acc_scale * np.float32(alpha)).astype(np.float32)
-        bias = _bias(ctx, bias_expr, acc_scale, columns, at, axis=len(out_shape) - 1,
+        if m.alpha != 1.0:
+            acc_scale = (acc_scale * np.float32(m.alpha)).astype(np.float32)
+        bias = _bias(ctx, m.bias_expr, acc_scale, columns, at, axis=len(out_shape) - 1,
                      out_rank=len(out_shape),
                      float_bias=ctx.numerics.matmul_float_bias and out.qparams.dtype == "int8")
         if bias is None:
@@ -387,30 +452,52 @@ def fold_matmul(ctx: Context, call: Any):
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, a.qparams, b_qp, at)) is not None:
             return why
-        if not act.none or alpha != 1.0:
+        if not m.act.none or m.alpha != 1.0:
             return Decline("activation or alpha on an int32 accumulator", at)
-    result = matmul_ops.matmul(
-        a_q, b_q, bias, a.qparams, b_qp, out.qparams, alpha=alpha,
-        act=act.bounds(out.qparams) if out.qparams.dtype != "int32" else (-128, 127),
-        accumulate=_accumulation(ctx, a, b), rounding=ctx.rounding,
-        source_op=_matmul_source_op(ctx, b.operand), accumulator=acc_dtype)
-    if len(a_shape) == 1 or len(b_shape) == 1:
-        result = ctx.emit(result)
-        out_qp = out.qparams
-        if out_qp.dtype == "int32":
+        if len(a_shape) == 1 or len(b_shape) == 1:
             return Decline("1-D int32 matmul", at)
-        return movement.reshape(result, out_shape, out_qp)
+    return Matmul(m, a, a_t, b, b_t, b_qp, bias, acc_dtype)
+
+
+def build_matmul(ctx: Context, m: Matmul):
+    out, a, b, b_qp = m.chain.out, m.a, m.b, m.b_qp
+    a_q, b_q = a.operand, b.operand
+    a_shape, b_shape = _tvm.shape_of(a_q), _tvm.shape_of(b_q)
+    if m.b_t:
+        b_q = _swap_last_two(ctx, b_q, b_qp)
+        b_shape = (*b_shape[:-2], b_shape[-1], b_shape[-2])
+    if m.a_t:
+        a_q = _swap_last_two(ctx, a_q, a.qparams)
+        a_shape = (*a_shape[:-2], a_shape[-1], a_shape[-2])
+    # 1-D operands: matmul of [1, K] / [K, 1] views, the unit axis dropped again at the end.
+    if len(a_shape) == 1:
+        a_q = ctx.emit(movement.reshape(a_q, (1, a_shape[0]), a.qparams))
+    if len(b_shape) == 1:
+        b_q = ctx.emit(movement.reshape(b_q, (b_shape[0], 1), b_qp)) if not _tvm.is_const(b_q) \
+            else _tvm.const(_tvm.const_value(b_q).reshape(-1, 1))
+    result = matmul_ops.matmul(
+        a_q, b_q, m.bias, a.qparams, b_qp, out.qparams, alpha=m.chain.alpha,
+        act=m.chain.act.bounds(out.qparams) if out.qparams.dtype != "int32" else (-128, 127),
+        accumulate=_accumulation(ctx, a, b), rounding=ctx.rounding,
+        source_op=_matmul_source_op(ctx, b.operand), accumulator=m.accumulator)
+    if len(a_shape) == 1 or len(b_shape) == 1:
+        return movement.reshape(ctx.emit(result), _tvm.shape_of(m.chain.mm), out.qparams)
     return result
 
 
 RULES = (
-    Rule("conv2d", QUANTIZE, fold_conv2d, "q(act(conv2d(dq x, dq w) + dq b)) -> canonqnn.conv2d"),
-    Rule("conv2d_transpose", QUANTIZE, fold_conv_transpose,
-         "q(act(conv{1,2}d_transpose(dq x, dq w) + b)) -> canonqnn.conv2d_transpose"),
-    Rule("matmul", QUANTIZE, fold_matmul, "q(act(matmul(dq a, dq b) * alpha + dq b)) -> "
-                                          "canonqnn.matmul"),
-    Rule("conv2d_integer", ASTYPE, fold_conv2d,
-         "astype(conv2d(dq x, dq w), int32) -> canonqnn.conv2d (int32 accumulator)"),
-    Rule("matmul_integer", ASTYPE, fold_matmul,
-         "astype(matmul(dq a, dq b), int32) -> canonqnn.matmul (int32 accumulator)"),
+    Rule("conv2d", QUANTIZE, (conv2d_chain, conv2d_checks), build_conv2d,
+         "q(act(conv2d(dq x, dq w) + dq b)) -> canonqnn.conv2d", phase="compute"),
+    Rule("conv2d_transpose", QUANTIZE, (conv_transpose_chain, conv_transpose_checks),
+         build_conv_transpose,
+         "q(act(conv{1,2}d_transpose(dq x, dq w) + b)) -> canonqnn.conv2d_transpose",
+         phase="compute"),
+    Rule("matmul", QUANTIZE, (matmul_chain, matmul_checks), build_matmul,
+         "q(act(matmul(dq a, dq b) * alpha + dq b)) -> canonqnn.matmul", phase="compute"),
+    Rule("conv2d_integer", ASTYPE, (conv2d_chain, conv2d_checks), build_conv2d,
+         "astype(conv2d(dq x, dq w), int32) -> canonqnn.conv2d (int32 accumulator)",
+         phase="compute"),
+    Rule("matmul_integer", ASTYPE, (matmul_chain, matmul_checks), build_matmul,
+         "astype(matmul(dq a, dq b), int32) -> canonqnn.matmul (int32 accumulator)",
+         phase="compute"),
 )

@@ -13,6 +13,7 @@ same float tensor ``x`` (``qdq.read_dynamic``); ``W`` and ``W_zp`` int8 constant
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -91,7 +92,16 @@ def _per_channel(values: np.ndarray, rank: int, axis: int, what: str, at: Any):
     return array.reshape(-1)
 
 
-def fold_dynamic_product(ctx: Context, call: Any):
+@dataclass(frozen=True)
+class DynamicProduct:
+    x: Any  # the float tensor DynamicQuantizeLinear quantizes
+    w: Any
+    w_scale: np.ndarray
+    w_zp: np.ndarray
+    conv_attrs: dict | None  # None: a matmul
+
+
+def dynamic_product(ctx: Context, call: Any):
     for accumulator, scales in (call.args, call.args[::-1]):
         widened = ctx.call(accumulator, ASTYPE)
         if widened is None or _tvm.dtype_of(widened) != "float32":
@@ -121,32 +131,43 @@ def fold_dynamic_product(ctx: Context, call: Any):
             if isinstance(value, Decline):
                 return value
         if not is_conv:
-            return ops.dynamic_matmul(x, w, w_scale, w_zp)
+            return DynamicProduct(x, w, w_scale, w_zp, None)
         attrs = _tvm.attrs_dict(product)
         if attrs.get("data_layout", "NCHW") != "NCHW" or \
                 attrs.get("kernel_layout", "OIHW") != "OIHW":
             return Decline("convolution layout other than NCHW/OIHW", call)
-        return ops.dynamic_conv2d(x, w, w_scale, w_zp, **attrs)
+        return DynamicProduct(x, w, w_scale, w_zp, attrs)
     return None
 
 
-def fold_dynamic_result(ctx: Context, call: Any):
+def build_dynamic_product(ctx: Context, m: DynamicProduct):
+    if m.conv_attrs is None:
+        return ops.dynamic_matmul(m.x, m.w, m.w_scale, m.w_zp)
+    return ops.dynamic_conv2d(m.x, m.w, m.w_scale, m.w_zp, **m.conv_attrs)
+
+
+@dataclass(frozen=True)
+class DynamicResult:
+    role: str
+    x: Any
+
+
+def dynamic_result(ctx: Context, call: Any):
     found = qdq.read_dynamic(call, ctx.value)
-    if found is None:
-        return None
-    role, x = found
-    return ops.ROLES[role].call([x], {})
+    return None if found is None else DynamicResult(*found)
 
 
-COMPUTE_RULES = (
-    Rule("dynamic_product", MULTIPLY, fold_dynamic_product,
+def build_dynamic_result(ctx: Context, m: DynamicResult):
+    return ops.ROLES[m.role].call([m.x], {})
+
+
+RULES = (
+    Rule("dynamic_product", MULTIPLY, (dynamic_product,), build_dynamic_product,
          "multiply(astype(matmul|conv2d(q - zp, W - W_zp), f32), scale * w_scale) -> "
-         "canonqnn.dynamic_matmul | dynamic_conv2d"),
-)
-RESULT_RULES = (
-    Rule("dynamic_quantize", ASTYPE, fold_dynamic_result,
+         "canonqnn.dynamic_matmul | dynamic_conv2d", phase="compute"),
+    Rule("dynamic_quantize", ASTYPE, (dynamic_result,), build_dynamic_result,
          "DynamicQuantizeLinear q / zero point -> canonqnn.dynamic_quantize | "
-         "dynamic_zero_point"),
-    Rule("dynamic_scale", "relax.where", fold_dynamic_result,
-         "DynamicQuantizeLinear scale -> canonqnn.dynamic_scale"),
+         "dynamic_zero_point", phase="dynamic_results"),
+    Rule("dynamic_scale", "relax.where", (dynamic_result,), build_dynamic_result,
+         "DynamicQuantizeLinear scale -> canonqnn.dynamic_scale", phase="dynamic_results"),
 )

@@ -13,49 +13,70 @@ rounding the chain stays float, with the reason.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from canonqnn import _tvm
 from canonqnn.ops import elementwise as ew
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import INT8_OR_INT32, dequantized, per_tensor_int8, quantized_op, sixteen_bit
+from ._match import (INT8_OR_INT32, Activation, QuantizedOp, dequantized, per_tensor_int8,
+                     quantized_op, sixteen_bit)
 
 BINARY = {"relax.add": ew.ADD, "relax.multiply": ew.MUL, "relax.subtract": ew.SUB}
 SQUARE, SUBTRACT = "relax.square", "relax.subtract"
 
 
-def fold_binary(ctx: Context, call: Any):
+def binary_chain(ctx: Context, call: Any):
     # int16: TFLite's 16x8 ADD (general scales; the frontend refuses its power-of-two kernel)
-    m = quantized_op(ctx, call, *BINARY, dtypes=("int8", *sixteen_bit(ctx)))
-    if not isinstance(m, tuple):
-        return m
-    out, act, op, y = m
-    canonical = BINARY[_tvm.op_name(op)]
+    return quantized_op(ctx, call, *BINARY, dtypes=("int8", *sixteen_bit(ctx)))
+
+
+@dataclass(frozen=True)
+class BinaryMatch:
+    chain: QuantizedOp
+    canonical: Any  # the canonical op (ew.ADD, MUL or SUB)
+    a: QdqCall
+    b: QdqCall
+
+
+def binary_operands(ctx: Context, m: QuantizedOp):
+    out, y = m.out, m.y
+    canonical = BINARY[_tvm.op_name(m.inner)]
     if out.qparams.dtype == "int16" and canonical is not ew.ADD:
         return None  # no canonical int16 MUL / SUB: the islands rule names the chain
     if out.qparams.dtype == "int16" and out.qparams.scalar_zp != 0:
         return Decline("int16 output with a non-zero zero point (TFLite's int16 ADD requires "
                        "0)", y)
     dtypes = INT8_OR_INT32 + (out.qparams.dtype,)
-    a, b = dequantized(ctx, op.args[0], dtypes), dequantized(ctx, op.args[1], dtypes)
+    a = dequantized(ctx, m.inner.args[0], dtypes)
+    b = dequantized(ctx, m.inner.args[1], dtypes)
     if a is None or b is None:
         return Decline("an operand is not dequantized from int8", y)
     for parsed, what in ((a, "A"), (b, "B")):
         if (why := per_tensor_int8(parsed, what, y, (out.qparams.dtype,))) is not None:
             return why
-    bounds = act.bounds(out.qparams)
-    # The profile's add / mul arithmetic must be one canonqnn.add / mul implements (sub is
-    # TFLite's alone).
-    if canonical is ew.ADD:
+    return BinaryMatch(m, canonical, a, b)
+
+
+def binary_arithmetic(ctx: Context, m: BinaryMatch):
+    """The profile's add / mul arithmetic must be one canonqnn.add / mul implements (sub is
+    TFLite's alone); ``require`` raises the profile's refusal otherwise."""
+    if m.canonical is ew.ADD:
         ctx.numerics.require("add", ("f32_fma", "q31", "xnnpack"), "its quantized add")
-    elif canonical is ew.MUL:
+    elif m.canonical is ew.MUL:
         ctx.numerics.require("mul", ("f32", "q31", "xnnpack"), "its quantized mul")
-    if canonical is ew.SUB:
+    return m
+
+
+def build_binary(ctx: Context, m: BinaryMatch):
+    a, b, out = m.a, m.b, m.chain.out
+    bounds = m.chain.act.bounds(out.qparams)
+    if m.canonical is ew.SUB:
         return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
                       rounding=ctx.rounding)
-    return ew.binary(canonical, a.operand, b.operand, a.qparams, b.qparams, out.qparams,
+    return ew.binary(m.canonical, a.operand, b.operand, a.qparams, b.qparams, out.qparams,
                      act=bounds, source_dtype=ctx.source_dtype(), rounding=ctx.rounding)
 
 
@@ -68,17 +89,24 @@ def _dequantized_difference(ctx: Context, square: Any):
     return None if a is None or b is None else (a, b)
 
 
-def fold_squared_difference(ctx: Context, call: Any):
+@dataclass(frozen=True)
+class SquaredDifference:
+    out: QdqCall
+    act: Activation
+    a: QdqCall
+    b: QdqCall
+
+
+def squared_difference_chain(ctx: Context, call: Any):
     m = quantized_op(ctx, call, SQUARE)
     if m is None:
         return None
-    square = ctx.value(m.at) if isinstance(m, Decline) else m[2]
+    square = ctx.value(m.at) if isinstance(m, Decline) else m.inner
     operands = _dequantized_difference(ctx, square)
     if operands is None:
         return None  # the square of something else: a table's, if anything
     if isinstance(m, Decline):
         return m  # the square has other users
-    out, act, _, _ = m
     difference = square.args[0]
     if not ctx.single_use(difference):
         return Decline("the difference is also used outside the squared difference", difference)
@@ -90,14 +118,21 @@ def fold_squared_difference(ctx: Context, call: Any):
         return Decline(f"canonqnn.squared_difference is TFLite's int8 SQUARED_DIFFERENCE "
                        f"kernel (rounding q31_double); this module's rounding is "
                        f"{ctx.rounding}, so the squared difference stays float", difference)
-    (a, b) = operands
-    return ew.squared_difference(a.operand, b.operand, a.qparams, b.qparams, out.qparams,
-                                 act=act.bounds(out.qparams), rounding=ctx.rounding)
+    return SquaredDifference(m.out, m.act, *operands)
+
+
+def build_squared_difference(ctx: Context, m: SquaredDifference):
+    return ew.squared_difference(m.a.operand, m.b.operand, m.a.qparams, m.b.qparams,
+                                 m.out.qparams, act=m.act.bounds(m.out.qparams),
+                                 rounding=ctx.rounding)
 
 
 RULES = (
-    Rule("binary", QUANTIZE, fold_binary,
-         "q(act(add|multiply|subtract(dq a, dq b))) -> canonqnn.add | mul | sub"),
-    Rule("squared_difference", QUANTIZE, fold_squared_difference,
-         "q(act(square(subtract(dq a, dq b)))) -> canonqnn.squared_difference (q31_double)"),
+    Rule("binary", QUANTIZE, (binary_chain, binary_operands, binary_arithmetic), build_binary,
+         "q(act(add|multiply|subtract(dq a, dq b))) -> canonqnn.add | mul | sub",
+         phase="elementwise_pool_movement"),
+    Rule("squared_difference", QUANTIZE, (squared_difference_chain,),
+         build_squared_difference,
+         "q(act(square(subtract(dq a, dq b)))) -> canonqnn.squared_difference (q31_double)",
+         phase="elementwise_pool_movement"),
 )

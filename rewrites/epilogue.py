@@ -18,13 +18,14 @@ from canonqnn._tvm import relax
 from canonqnn.ops import PREFIX, lookup
 
 from ._engine import Context, Rule
+from ._match import Refolded, build_refolded
 
 REQUANTIZE = PREFIX + "requantize"
 PRODUCERS = ("conv2d", "matmul", "add", "mul", "sub", "conv2d_transpose", "avg_pool2d",
              "global_avg_pool2d", "reduce_mean", "resize2d")
 
 
-def fold_clamp(ctx: Context, call: Any):
+def clamped_producer(ctx: Context, call: Any):
     a = _tvm.attrs_dict(call)
     if (a["in_scale"], a["in_zp"]) != (a["out_scale"], a["out_zp"]):
         return None  # a real change of parameters: composing two roundings is not exact
@@ -45,10 +46,11 @@ def fold_clamp(ctx: Context, call: Any):
     lo, hi = max(p["act_min"], a["act_min"]), min(p["act_max"], a["act_max"])
     if lo > hi:  # the clamp maps everything to one value; leave both ops, they are exact
         return None
-    return op.call(list(producer.args), dict(p, act_min=lo, act_max=hi))
+    return Refolded(producer, list(producer.args), dict(p, act_min=lo, act_max=hi))
 
 
 RULES = (
-    Rule("epilogue_clamp", REQUANTIZE, fold_clamp,
-         "requantize(op(...), same params, [lo, hi]) -> op with its clamp narrowed"),
+    Rule("epilogue_clamp", REQUANTIZE, (clamped_producer,), build_refolded,
+         "requantize(op(...), same params, [lo, hi]) -> op with its clamp narrowed",
+         phase="epilogue"),
 )

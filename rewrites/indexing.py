@@ -22,19 +22,20 @@ activations).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from canonqnn import _tvm
 from canonqnn.ops import indexing
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, dequantized, output, per_tensor_int8, quantized_op,
-                     sixteen_bit, strip_activation, unary_chain)
-from .movement import _finish
+from ._match import (INT8_OR_INT32, Activation, QuantizedOp, UnaryChain, dequantized, output,
+                     per_tensor_int8, quantized_op, requantized, sixteen_bit, strip_activation,
+                     unary_step)
 
 PAD, TAKE, SLICE = "relax.nn.pad", "relax.take", "relax.strided_slice"
 TILE, BROADCAST = "relax.tile", "relax.broadcast_to"
@@ -65,13 +66,39 @@ def _pad_source(ctx: Context, operand: Any, at: Any, dtypes: tuple[str, ...]):
     return sliced if isinstance(sliced, Decline) else (x, sliced)
 
 
-def fold_pad(ctx: Context, call: Any):
-    dtypes = ("int8", *sixteen_bit(ctx))
-    m = quantized_op(ctx, call, PAD, dtypes=dtypes)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, y = m
-    source = _pad_source(ctx, inner.args[0], y, dtypes)
+@dataclass(frozen=True)
+class Moved:
+    """A data-movement chain: the canonical op ``moved`` (not yet emitted) of the int8 input
+    ``x``, then requantized to ``out`` and clamped to ``act``."""
+
+    out: QdqCall
+    act: Activation
+    x: QdqCall
+    moved: Any
+
+
+def build_moved(ctx: Context, m: Moved):
+    return requantized(ctx, m.moved, m.x.qparams, m.out.qparams, m.act.bounds(m.out.qparams))
+
+
+@dataclass(frozen=True)
+class Pad:
+    out: QdqCall
+    x: QdqCall
+    cropped: Any  # a canonqnn.strided_slice of x (not yet emitted), or None
+    bounds: tuple[int, int]
+    widths: list[int]
+    mode: str
+    pad_value: int
+
+
+def pad_chain(ctx: Context, call: Any):
+    return quantized_op(ctx, call, PAD, dtypes=("int8", *sixteen_bit(ctx)))
+
+
+def pad_geometry(ctx: Context, m: QuantizedOp):
+    out, y, inner = m.out, m.y, m.inner
+    source = _pad_source(ctx, inner.args[0], y, ("int8", *sixteen_bit(ctx)))
     if isinstance(source, Decline):
         return source
     x, cropped = source
@@ -88,7 +115,7 @@ def fold_pad(ctx: Context, call: Any):
     shape = _tvm.shape_of(inner.args[0])
     if limit is not None and any(w > shape[i // 2] - limit for i, w in enumerate(widths)):
         return Decline(f"{mode} padding wider than the axis allows", y)
-    bounds = act.bounds(out.qparams)
+    bounds = m.act.bounds(out.qparams)
     pad_value = 0
     if mode == "constant":
         value = np.float32(a["pad_value"])
@@ -96,9 +123,15 @@ def fold_pad(ctx: Context, call: Any):
             return Decline("the pad value is NaN (no quantized value)", y)
         lo, hi = bounds
         pad_value = min(max(quantize_value(value, out.qparams), lo), hi)
-    operand = x.operand if cropped is None else ctx.emit(cropped)
-    moved = _emitted(ctx, _finish(ctx, operand, x.qparams, out.qparams, bounds), operand)
-    return indexing.pad(moved, out.qparams, widths[::2], widths[1::2], mode, pad_value)
+    return Pad(out, x, cropped, bounds, widths, mode, pad_value)
+
+
+def build_pad(ctx: Context, m: Pad):
+    operand = m.x.operand if m.cropped is None else ctx.emit(m.cropped)
+    moved = _emitted(ctx, requantized(ctx, operand, m.x.qparams, m.out.qparams, m.bounds),
+                     operand)
+    return indexing.pad(moved, m.out.qparams, m.widths[::2], m.widths[1::2], m.mode,
+                        m.pad_value)
 
 
 # ---------------------------------------------------------------- gather
@@ -122,21 +155,17 @@ def _gather_indices(ctx: Context, indices: Any, n: int, mode: str, at: Any):
     return _tvm.const(normalized.astype(raw.dtype if raw.dtype == np.int32 else np.int64))
 
 
-def fold_gather(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, TAKE, activation=True)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    a = _tvm.attrs_dict(inner)
+def gather_indices(ctx: Context, m: UnaryChain):
+    a = _tvm.attrs_dict(m.inner)
     if a.get("axis") is None:
-        return Decline("take over the flattened tensor (no axis)", at)
-    shape = _tvm.shape_of(x.operand)
+        return Decline("take over the flattened tensor (no axis)", m.at)
+    shape = _tvm.shape_of(m.x.operand)
     axis = int(a["axis"]) % len(shape)
-    indices = _gather_indices(ctx, inner.args[1], shape[axis], str(a.get("mode", "fast")), at)
+    indices = _gather_indices(ctx, m.inner.args[1], shape[axis], str(a.get("mode", "fast")),
+                              m.at)
     if isinstance(indices, Decline):
         return indices
-    moved = indexing.gather(x.operand, indices, axis, x.qparams)
-    return _finish(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))
+    return Moved(m.out, m.act, m.x, indexing.gather(m.x.operand, indices, axis, m.x.qparams))
 
 
 # ---------------------------------------------------------------- strided_slice
@@ -173,38 +202,23 @@ def _canonical_slice(inner: Any, x, at: Any, dtypes: tuple[str, ...] = ("int8",)
     return indexing.strided_slice(x.operand, x.qparams, axes, begin, strides, sizes)
 
 
-def fold_strided_slice(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, SLICE, activation=True, int16=True)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    moved = _canonical_slice(inner, x, at, (out.qparams.dtype,))
-    if isinstance(moved, Decline):
-        return moved
-    return _finish(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))
+def slice_bounds(ctx: Context, m: UnaryChain):
+    moved = _canonical_slice(m.inner, m.x, m.at, (m.out.qparams.dtype,))
+    return moved if isinstance(moved, Decline) else Moved(m.out, m.act, m.x, moved)
 
 
 # ---------------------------------------------------------------- tile / broadcast_to
-def fold_tile(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, TILE, activation=True)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    rank = len(_tvm.shape_of(x.operand))
-    repeats = [int(r) for r in _tvm.attrs_dict(inner)["repeats"]]
+def tile_repeats(ctx: Context, m: UnaryChain):
+    rank = len(_tvm.shape_of(m.x.operand))
+    repeats = [int(r) for r in _tvm.attrs_dict(m.inner)["repeats"]]
     if len(repeats) != rank:  # Relax pads the shorter of the two with ones
-        return Decline(f"{len(repeats)} repeats for a rank-{rank} input", at)
-    moved = indexing.tile(x.operand, repeats, x.qparams)
-    return _finish(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))
+        return Decline(f"{len(repeats)} repeats for a rank-{rank} input", m.at)
+    return Moved(m.out, m.act, m.x, indexing.tile(m.x.operand, repeats, m.x.qparams))
 
 
-def fold_broadcast_to(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, BROADCAST, activation=True)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    moved = indexing.broadcast_to(x.operand, _tvm.shape_of(inner), x.qparams)
-    return _finish(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))
+def broadcast_shape(ctx: Context, m: UnaryChain):
+    moved = indexing.broadcast_to(m.x.operand, _tvm.shape_of(m.inner), m.x.qparams)
+    return Moved(m.out, m.act, m.x, moved)
 
 
 # ---------------------------------------------------------------- depth_to_space / space_to_depth
@@ -233,7 +247,7 @@ def block_layout(in_shape, split, perm, out_shape) -> tuple[str, int] | None:
     return None
 
 
-def fold_depth_space(ctx: Context, call: Any):
+def depth_space_chain(ctx: Context, call: Any):
     out = output(call)
     if out is None or out.qparams.dtype != "int8":
         return None
@@ -256,18 +270,22 @@ def fold_depth_space(ctx: Context, call: Any):
     kind, block = layout
     moved = (indexing.space_to_depth(x.operand, block, x.qparams) if kind == "S2D" else
              indexing.depth_to_space(x.operand, block, kind, x.qparams))
-    return _finish(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))
+    return Moved(out, act, x, moved)
 
 
 RULES = (
-    Rule("pad", QUANTIZE, fold_pad, "q(act(nn.pad(dq x))) -> [requantize] canonqnn.pad"),
-    Rule("gather", QUANTIZE, fold_gather, "q(act(take(dq x, idx))) -> canonqnn.gather"),
-    Rule("strided_slice", QUANTIZE, fold_strided_slice,
-         "q(act(strided_slice(dq x))) -> canonqnn.strided_slice"),
-    Rule("tile", QUANTIZE, fold_tile, "q(act(tile(dq x))) -> canonqnn.tile"),
-    Rule("broadcast_to", QUANTIZE, fold_broadcast_to,
-         "q(act(broadcast_to(dq x))) -> canonqnn.broadcast_to"),
-    Rule("depth_space", QUANTIZE, fold_depth_space,
+    Rule("pad", QUANTIZE, (pad_chain, pad_geometry), build_pad,
+         "q(act(nn.pad(dq x))) -> [requantize] canonqnn.pad", phase="elementwise_pool_movement"),
+    Rule("gather", QUANTIZE, (unary_step(TAKE), gather_indices), build_moved,
+         "q(act(take(dq x, idx))) -> canonqnn.gather", phase="elementwise_pool_movement"),
+    Rule("strided_slice", QUANTIZE, (unary_step(SLICE, int16=True), slice_bounds), build_moved,
+         "q(act(strided_slice(dq x))) -> canonqnn.strided_slice",
+         phase="elementwise_pool_movement"),
+    Rule("tile", QUANTIZE, (unary_step(TILE), tile_repeats), build_moved,
+         "q(act(tile(dq x))) -> canonqnn.tile", phase="elementwise_pool_movement"),
+    Rule("broadcast_to", QUANTIZE, (unary_step(BROADCAST), broadcast_shape), build_moved,
+         "q(act(broadcast_to(dq x))) -> canonqnn.broadcast_to", phase="elementwise_pool_movement"),
+    Rule("depth_space", QUANTIZE, (depth_space_chain,), build_moved,
          "q(act(reshape(permute_dims(reshape(dq x))))) -> canonqnn.depth_to_space | "
-         "space_to_depth"),
+         "space_to_depth", phase="elementwise_pool_movement"),
 )

@@ -49,6 +49,7 @@ TFLITE_SIXTEEN_BIT = ("TFLite 16x8: canonqnn implements the int16 kernels of CON
 
 
 def name_island(ctx: Context, call: Any):
+    """A Decline naming why the chain at ``call`` stays float, or None: never a match."""
     parsed = read_quantize(call)
     if parsed is not None and parsed.qparams.dtype == "int16":
         operand = ctx.value(parsed.operand)
@@ -62,7 +63,12 @@ def name_island(ctx: Context, call: Any):
     return None if reason is None else Decline(reason, out.operand)
 
 
+def never_folds(ctx: Context, match: Any) -> Any:
+    raise AssertionError("the islands rule only names float islands")  # (name_island never matches)
+
+
 RULES = (
-    Rule("declined", QUANTIZE, name_island,
-         "q(layer_norm(...)), a recurrent layer's output: float island, reason named"),
+    Rule("declined", QUANTIZE, (name_island,), never_folds,
+         "q(layer_norm(...)), a recurrent layer's output: float island, reason named",
+         phase="epilogue"),
 )

@@ -215,19 +215,36 @@ def _kernel_function(graph: _Graph) -> tuple[str, dict] | None:
     return None
 
 
-def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
+@dataclass(frozen=True)
+class LutChain:
+    out: QdqCall
+    graph: _Graph
+    kernel_source: bool  # the source computes tables with its own kernels (tables.kernels)
+
+
+@dataclass(frozen=True)
+class Table:
+    x: QdqCall
+    out: QdqCall
+    table: np.ndarray
+    name: str
+    axis: int = -1
+
+
+def _kernel_table(ctx: Context, graph: _Graph, out: QdqCall):
     """``g`` as one of the source's kernels (a source with ``tables.kernels``)."""
+    runtime = tables.runtime(ctx.source).RUNTIME
     found = _kernel_function(graph)
     if found is None:
         names = ", ".join(sorted(tables.kernels(ctx.source)))
-        return Decline(f"{tables.runtime(ctx.source).RUNTIME} has no kernel computing {_describe(graph, graph.root)} "
+        return Decline(f"{runtime} has no kernel computing {_describe(graph, graph.root)} "
                        f"(its table kernels: {names}); the chain stays float", graph.root)
     if (why := per_tensor_int8(out, "output", graph.root, (out.qparams.dtype,))) is not None:
         return why
     x = next(iter(graph.leaves.values()))
     source_dtype = x.source_dtype
     if source_dtype != ctx.source_dtype():
-        return Decline(f"{tables.runtime(ctx.source).RUNTIME} kernels read and write one type; input {source_dtype}, "
+        return Decline(f"{runtime} kernels read and write one type; input {source_dtype}, "
                        f"output {ctx.source_dtype()}", graph.root)
     function, params = found
     try:
@@ -235,10 +252,10 @@ def _fold_kernel(ctx: Context, graph: _Graph, out: QdqCall):
                                     source_dtype=source_dtype, **params)
     except tables.NotEvaluable as exc:
         return Decline(f"{exc}; the chain stays float", graph.root)
-    return lut_op.lut(x.operand, table, x.qparams, out.qparams, function)
+    return Table(x, out, table, function)
 
 
-def fold_lut(ctx: Context, call: Any):
+def lut_chain(ctx: Context, call: Any):
     out = read_quantize(call)
     # int16 -> int16: the tables of TFLite's 16x8 kernels (65,536 entries), not float chains
     kernel_source = tables.kernels(ctx.source) is not None
@@ -250,10 +267,21 @@ def fold_lut(ctx: Context, call: Any):
         return None  # not a function of a quantized tensor, or a clamp (requantize's)
     if (why := _check(ctx, graph, out.qparams.dtype)) is not None:
         return why
+    return LutChain(out, graph, kernel_source)
+
+
+def table_profile(ctx: Context, m: LutChain):
+    """The profile's tables must be ones canonqnn.tables reproduces (``require`` raises the
+    profile's refusal otherwise)."""
     ctx.numerics.require("tables", ("x86", "tflite", "xnnpack_avx2"),
                          "its lookup-table functions")
-    if kernel_source:
-        return _fold_kernel(ctx, graph, out)
+    return m
+
+
+def lut_table(ctx: Context, m: LutChain):
+    graph, out = m.graph, m.out
+    if m.kernel_source:
+        return _kernel_table(ctx, graph, out)
     for var, op in graph.ops.items():
         if not tables.evaluates(ctx.source, _tvm.op_name(op)):
             return Decline(f"{_tvm.op_name(op)} has no {ctx.source} table evaluator in "
@@ -282,10 +310,14 @@ def fold_lut(ctx: Context, call: Any):
     table = table[0] if axis == -1 else np.ascontiguousarray(table)
     name = _describe(graph, graph.root)
     name = NAMES.get(name, name.removesuffix("(x)") if name.count("(") == 1 else name)
-    return lut_op.lut(x.operand, table, x.qparams, out.qparams, name, axis)
+    return Table(x, out, table, name, axis)
+
+
+def build_lut(ctx: Context, m: Table):
+    return lut_op.lut(m.x.operand, m.table, m.x.qparams, m.out.qparams, m.name, m.axis)
 
 
 RULES = (
-    Rule("lut", QUANTIZE, fold_lut,
-         "q(g(dq x)), g elementwise float ops of x and constants -> canonqnn.lut"),
+    Rule("lut", QUANTIZE, (lut_chain, table_profile, lut_table), build_lut,
+         "q(g(dq x)), g elementwise float ops of x and constants -> canonqnn.lut", phase="lut"),
 )

@@ -17,35 +17,23 @@ Under the Q31 roundings reshape, transpose and requantize also fold int16 in and
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from canonqnn import _tvm
 from canonqnn.ops import movement
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, dequantize
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, QdqCall, dequantize
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, dequantized, full_range, output, per_tensor_int8,
-                     sixteen_bit, strip_activation, unary_chain)
+from ._match import (INT8_OR_INT32, Activation, UnaryChain, dequantized, output,
+                     per_tensor_int8, requantized, sixteen_bit, strip_activation, unary_step)
 
 RESHAPE, PERMUTE, CONCAT = "relax.reshape", "relax.permute_dims", "relax.concat"
 
 
-def _finish(ctx: Context, moved: Any, in_qp, out_qp, bounds=None):
-    """``moved`` (int8 or int16, parameters ``in_qp``) re-expressed with ``out_qp`` (of the same
-    dtype) and clamped to ``bounds`` (default: none)."""
-    bounds = full_range(out_qp) if bounds is None else bounds
-    if in_qp.same_as(out_qp) and bounds == full_range(out_qp):
-        return moved
-    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=ctx.rounding)
-
-
-def fold_reshape(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, RESHAPE, activation=False, int16=True)
-    if not isinstance(m, tuple):
-        return m
-    out, _, inner, x, _ = m
-    moved = movement.reshape(x.operand, _tvm.shape_of(inner), x.qparams)
-    return _finish(ctx, moved, x.qparams, out.qparams)
+def build_reshape(ctx: Context, m: UnaryChain):
+    moved = movement.reshape(m.x.operand, _tvm.shape_of(m.inner), m.x.qparams)
+    return requantized(ctx, moved, m.x.qparams, m.out.qparams)
 
 
 def _permutation(permute: Any) -> list[int]:
@@ -55,16 +43,19 @@ def _permutation(permute: Any) -> list[int]:
     return list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
 
 
-def fold_transpose(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, PERMUTE, activation=False, int16=True)
-    if not isinstance(m, tuple):
-        return m
-    out, _, inner, x, _ = m
-    moved = movement.transpose(x.operand, _permutation(inner), x.qparams)
-    return _finish(ctx, moved, x.qparams, out.qparams)
+def build_transpose(ctx: Context, m: UnaryChain):
+    moved = movement.transpose(m.x.operand, _permutation(m.inner), m.x.qparams)
+    return requantized(ctx, moved, m.x.qparams, m.out.qparams)
 
 
-def fold_concat(ctx: Context, call: Any):
+@dataclass(frozen=True)
+class ConcatMatch:
+    out: QdqCall
+    parts: list[QdqCall]
+    axis: int
+
+
+def concat_chain(ctx: Context, call: Any):
     out = output(call)
     if out is None or out.qparams.dtype != "int8":
         return None
@@ -82,12 +73,23 @@ def fold_concat(ctx: Context, call: Any):
         if (why := per_tensor_int8(parsed, f"input {i}", at)) is not None:
             return why
     axis = int(_tvm.attrs_dict(inner)["axis"]) % len(_tvm.shape_of(parts[0].operand))
-    return movement.concat([p.operand for p in parts], [p.qparams for p in parts],
-                           out.qparams, axis, rounding=ctx.rounding,
+    return ConcatMatch(out, parts, axis)
+
+
+def build_concat(ctx: Context, m: ConcatMatch):
+    return movement.concat([p.operand for p in m.parts], [p.qparams for p in m.parts],
+                           m.out.qparams, m.axis, rounding=ctx.rounding,
                            source_dtype=ctx.source_dtype())
 
 
-def fold_requantize(ctx: Context, call: Any):
+@dataclass(frozen=True)
+class RequantizeMatch:
+    out: QdqCall
+    act: Activation
+    x: QdqCall
+
+
+def requantize_chain(ctx: Context, call: Any):
     dtypes = ("int8", *sixteen_bit(ctx))
     out = output(call, dtypes)
     if out is None or out.qparams.dtype not in dtypes:
@@ -101,10 +103,22 @@ def fold_requantize(ctx: Context, call: Any):
     if out.qparams.dtype == "int16" and out.qparams.scalar_zp != 0:
         return Decline("int16 output with a non-zero zero point (TFLite's int16 QUANTIZE "
                        "requires 0)", y)
-    return _finish(ctx, x.operand, x.qparams, out.qparams, act.bounds(out.qparams))
+    return RequantizeMatch(out, act, x)
 
 
-def fold_int8_movement(ctx: Context, call: Any):
+def build_requantize(ctx: Context, m: RequantizeMatch):
+    return requantized(ctx, m.x.operand, m.x.qparams, m.out.qparams, m.act.bounds(m.out.qparams))
+
+
+@dataclass(frozen=True)
+class MovedInt8:
+    """``dq(permute_dims|reshape(data))`` of a run-time int8 ``data``."""
+
+    x: QdqCall
+    inner: Any
+
+
+def moved_int8(ctx: Context, call: Any):
     # The structure first: nearly every dequantize reads a constant or a quantize.
     inner = ctx.call(call.args[0], PERMUTE, RESHAPE)
     if inner is None:
@@ -117,22 +131,30 @@ def fold_int8_movement(ctx: Context, call: Any):
     data = inner.args[0]
     if _tvm.is_const(data) or _tvm.dtype_of(data) != "int8":
         return None  # constant weights stay constants for the compute rules
-    if _tvm.op_name(inner) == PERMUTE:
-        moved = movement.transpose(data, _permutation(inner), x.qparams)
+    return MovedInt8(x, inner)
+
+
+def build_int8_movement(ctx: Context, m: MovedInt8):
+    data = m.inner.args[0]
+    if _tvm.op_name(m.inner) == PERMUTE:
+        moved = movement.transpose(data, _permutation(m.inner), m.x.qparams)
     else:
-        moved = movement.reshape(data, _tvm.shape_of(inner), x.qparams)
-    return dequantize(ctx.emit(moved), x.qparams, source_dtype=x.source_dtype)
+        moved = movement.reshape(data, _tvm.shape_of(m.inner), m.x.qparams)
+    return dequantize(ctx.emit(moved), m.x.qparams, source_dtype=m.x.source_dtype)
 
-
-# Before the compute rules, which read the moved int8 tensor as their operand.
-INT8_RULES = (
-    Rule("int8_movement", DEQUANTIZE, fold_int8_movement,
-         "dq(permute_dims|reshape(x int8)) -> dq(canonqnn.transpose|reshape(x))"),
-)
 
 RULES = (
-    Rule("reshape", QUANTIZE, fold_reshape, "q(reshape(dq x)) -> canonqnn.reshape"),
-    Rule("transpose", QUANTIZE, fold_transpose, "q(permute_dims(dq x)) -> canonqnn.transpose"),
-    Rule("concat", QUANTIZE, fold_concat, "q(concat(dq x_i ...)) -> canonqnn.concat"),
-    Rule("requantize", QUANTIZE, fold_requantize, "q(act(dq x)) -> x | canonqnn.requantize"),
+    # In the compute phase: the compute rules read the moved int8 tensor as their operand.
+    Rule("int8_movement", DEQUANTIZE, (moved_int8,), build_int8_movement,
+         "dq(permute_dims|reshape(x int8)) -> dq(canonqnn.transpose|reshape(x))", phase="compute"),
+    Rule("reshape", QUANTIZE, (unary_step(RESHAPE, activation=False, int16=True),),
+         build_reshape, "q(reshape(dq x)) -> canonqnn.reshape",
+         phase="elementwise_pool_movement"),
+    Rule("transpose", QUANTIZE, (unary_step(PERMUTE, activation=False, int16=True),),
+         build_transpose, "q(permute_dims(dq x)) -> canonqnn.transpose",
+         phase="elementwise_pool_movement"),
+    Rule("concat", QUANTIZE, (concat_chain,), build_concat,
+         "q(concat(dq x_i ...)) -> canonqnn.concat", phase="elementwise_pool_movement"),
+    Rule("requantize", QUANTIZE, (requantize_chain,), build_requantize,
+         "q(act(dq x)) -> x | canonqnn.requantize", phase="requantize"),
 )

@@ -12,43 +12,40 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from canonqnn import _tvm
 from canonqnn.ops import movement, pool
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, dequantized, output, per_tensor_int8, sixteen_bit,
-                     strip_activation, unary_chain)
+from ._match import (INT8_OR_INT32, Activation, UnaryChain, dequantized, output,
+                     per_tensor_int8, sixteen_bit, strip_activation, unary_step)
 
 AVG, MEAN, MAX = "relax.nn.avg_pool2d", "relax.mean", "relax.nn.max_pool2d"
 SUM, DIVIDE = "relax.sum", "relax.divide"
 
 
-def _single_input(ctx: Context, call: Any, op: str, int16: bool = False):
-    """``(out, act, pool_call, x, at)`` for q(act(op(dq(x)))) in NCHW, or a Decline / None;
-    ``int16``: int16 in and out too (TFLite 16x8 MEAN)."""
-    m = unary_chain(ctx, call, op, activation=True, int16=int16)
-    if not isinstance(m, tuple):
-        return m
-    layouts = _tvm.attrs_dict(m[2])
+def nchw(ctx: Context, m: UnaryChain):
+    """The pooling call is in NCHW layout (the canonical ops' only layout)."""
+    layouts = _tvm.attrs_dict(m.inner)
     if layouts.get("layout", "NCHW") != "NCHW" or layouts.get("out_layout", "NCHW") != "NCHW":
-        return Decline(f"layout {layouts['layout']} is not NCHW", m[4])
+        return Decline(f"layout {layouts['layout']} is not NCHW", m.at)
     return m
 
 
-def fold_avg_pool(ctx: Context, call: Any):
-    m = _single_input(ctx, call, AVG)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    a = _tvm.attrs_dict(inner)
-    if any(d != 1 for d in a["dilation"]):
-        return Decline("dilated average pooling", at)
-    bounds = act.bounds(out.qparams)
+def undilated(ctx: Context, m: UnaryChain):
+    if any(d != 1 for d in _tvm.attrs_dict(m.inner)["dilation"]):
+        return Decline("dilated average pooling", m.at)
+    return m
+
+
+def build_avg_pool(ctx: Context, m: UnaryChain):
+    out, x, a = m.out, m.x, _tvm.attrs_dict(m.inner)
+    bounds = m.act.bounds(out.qparams)
     _, _, h, w = _tvm.shape_of(x.operand)
     if list(a["pool_size"]) == [h, w] and not any(a["padding"]):
         return pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, bounds,
@@ -60,23 +57,33 @@ def fold_avg_pool(ctx: Context, call: Any):
                            source_dtype=ctx.source_dtype(), rounding=ctx.rounding)
 
 
-def fold_mean(ctx: Context, call: Any):
-    m = _single_input(ctx, call, MEAN, int16=True)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    a = _tvm.attrs_dict(inner)
-    shape = _tvm.shape_of(x.operand)
-    if len(shape) != 4 or sorted(int(i) % 4 for i in a["axis"]) != [2, 3]:
-        return Decline(f"mean over axes {a['axis']} (only H, W of NCHW fold)", at)
-    pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams, act.bounds(out.qparams),
-                                    rounding=ctx.rounding, q31_kernel="mean")
-    if a["keepdims"]:
+def spatial_mean(ctx: Context, m: UnaryChain):
+    axes = _tvm.attrs_dict(m.inner)["axis"]
+    if len(_tvm.shape_of(m.x.operand)) != 4 or sorted(int(i) % 4 for i in axes) != [2, 3]:
+        return Decline(f"mean over axes {axes} (only H, W of NCHW fold)", m.at)
+    return m
+
+
+def build_mean(ctx: Context, m: UnaryChain):
+    out, x = m.out, m.x
+    pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams,
+                                    m.act.bounds(out.qparams), rounding=ctx.rounding,
+                                    q31_kernel="mean")
+    if _tvm.attrs_dict(m.inner)["keepdims"]:
         return pooled
-    return movement.reshape(ctx.emit(pooled), shape[:2], out.qparams)
+    return movement.reshape(ctx.emit(pooled), _tvm.shape_of(x.operand)[:2], out.qparams)
 
 
-def fold_reduce_mean(ctx: Context, call: Any):
+@dataclass(frozen=True)
+class ReduceMean:
+    out: QdqCall
+    act: Activation
+    x: QdqCall
+    axes: list[int]
+    keepdims: bool
+
+
+def reduce_mean_chain(ctx: Context, call: Any):
     dtypes = ("int8", *sixteen_bit(ctx))  # int16: TFLite 16x8 MEAN
     out = output(call, dtypes)
     if out is None or out.qparams.dtype not in dtypes:
@@ -102,22 +109,23 @@ def fold_reduce_mean(ctx: Context, call: Any):
     if not (_tvm.is_const(divisor) and _tvm.const_value(divisor).size == 1
             and float(_tvm.const_value(divisor)) == count):
         return Decline(f"sum divided by something other than its count {count:g}", y)
-    summation = pool.onnxruntime_summation(shape, axes, ctx.numerics.threads)
-    return pool.reduce_mean(x.operand, axes, a["keepdims"], x.qparams, out.qparams,
-                            act=act.bounds(out.qparams), rounding=ctx.rounding,
+    return ReduceMean(out, act, x, axes, a["keepdims"])
+
+
+def build_reduce_mean(ctx: Context, m: ReduceMean):
+    shape = _tvm.shape_of(m.x.operand)
+    summation = pool.onnxruntime_summation(shape, m.axes, ctx.numerics.threads)
+    return pool.reduce_mean(m.x.operand, m.axes, m.keepdims, m.x.qparams, m.out.qparams,
+                            act=m.act.bounds(m.out.qparams), rounding=ctx.rounding,
                             summation=summation)
 
 
-def fold_max_pool(ctx: Context, call: Any):
-    m = _single_input(ctx, call, MAX)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    a = _tvm.attrs_dict(inner)
+def build_max_pool(ctx: Context, m: UnaryChain):
+    out, x, a = m.out, m.x, _tvm.attrs_dict(m.inner)
     pooled = movement.max_pool2d(x.operand, x.qparams, pool_size=a["pool_size"],
                                  strides=a["strides"], padding=a["padding"],
                                  dilation=a["dilation"], ceil_mode=a["ceil_mode"])
-    bounds = act.bounds(out.qparams)
+    bounds = m.act.bounds(out.qparams)
     if x.qparams.same_as(out.qparams) and bounds == (-128, 127):
         return pooled
     return movement.requantize(ctx.emit(pooled), x.qparams, out.qparams, bounds,
@@ -125,10 +133,14 @@ def fold_max_pool(ctx: Context, call: Any):
 
 
 RULES = (
-    Rule("avg_pool2d", QUANTIZE, fold_avg_pool, "q(act(avg_pool2d(dq x))) -> canonqnn.avg_pool2d"),
-    Rule("global_avg_pool2d", QUANTIZE, fold_mean,
-         "q(act(mean(dq x, axis=[2, 3]))) -> canonqnn.global_avg_pool2d"),
-    Rule("reduce_mean", QUANTIZE, fold_reduce_mean,
-         "q(act(divide(sum(dq x, axes), count))) -> canonqnn.reduce_mean"),
-    Rule("max_pool2d", QUANTIZE, fold_max_pool, "q(max_pool2d(dq x)) -> canonqnn.max_pool2d"),
+    Rule("avg_pool2d", QUANTIZE, (unary_step(AVG), nchw, undilated), build_avg_pool,
+         "q(act(avg_pool2d(dq x))) -> canonqnn.avg_pool2d", phase="elementwise_pool_movement"),
+    Rule("global_avg_pool2d", QUANTIZE, (unary_step(MEAN, int16=True), nchw, spatial_mean),
+         build_mean, "q(act(mean(dq x, axis=[2, 3]))) -> canonqnn.global_avg_pool2d",
+         phase="elementwise_pool_movement"),
+    Rule("reduce_mean", QUANTIZE, (reduce_mean_chain,), build_reduce_mean,
+         "q(act(divide(sum(dq x, axes), count))) -> canonqnn.reduce_mean",
+         phase="elementwise_pool_movement"),
+    Rule("max_pool2d", QUANTIZE, (unary_step(MAX), nchw), build_max_pool,
+         "q(max_pool2d(dq x)) -> canonqnn.max_pool2d", phase="elementwise_pool_movement"),
 )

@@ -13,14 +13,15 @@ from __future__ import annotations
 from typing import Any
 
 from canonqnn import _tvm
-from canonqnn.ops import PREFIX, lookup
+from canonqnn.ops import PREFIX
 
 from ._engine import Context, Rule
+from ._match import Refolded, build_refolded
 
 CONV2D = PREFIX + "conv2d"
 
 
-def fold_pad(ctx: Context, call: Any):
+def padded_conv(ctx: Context, call: Any):
     x = call.args[0]
     pad = ctx.call(x, PREFIX + "pad")
     if pad is None or not ctx.single_use(x):
@@ -33,10 +34,10 @@ def fold_pad(ctx: Context, call: Any):
         return None  # padding with something other than the conv's real zero
     top, left, bottom, right = (int(v) for v in c["padding"])
     padding = [top + before[2], left + before[3], bottom + after[2], right + after[3]]
-    return lookup(call).call([pad.args[0], *call.args[1:]], dict(c, padding=padding))
+    return Refolded(call, [pad.args[0], *call.args[1:]], dict(c, padding=padding))
 
 
 RULES = (
-    Rule("conv_pad", CONV2D, fold_pad,
-         "conv2d(pad(x, zero point), padding p) -> conv2d(x, padding p + pads)"),
+    Rule("conv_pad", CONV2D, (padded_conv,), build_refolded,
+         "conv2d(pad(x, zero point), padding p) -> conv2d(x, padding p + pads)", phase="epilogue"),
 )

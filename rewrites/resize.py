@@ -9,14 +9,16 @@ QOperator model resizing uint8/int8 data): stored values in, truncated values ou
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from canonqnn import _tvm
 from canonqnn.ops import resize
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import dequantized, output, per_tensor_int8, unary_chain
+from ._match import (Activation, UnaryChain, dequantized, output, per_tensor_int8,
+                     unary_step)
 
 RESIZE, TRUNC = "relax.image.resize2d", "relax.trunc"
 METHODS = {"nearest_neighbor": "nearest", "linear": "linear"}
@@ -42,21 +44,28 @@ def _geometry(inner: Any, at: Any) -> dict | Decline:
                 coordinate_transformation_mode=a["coordinate_transformation_mode"])
 
 
-def fold_resize(ctx: Context, call: Any):
-    m = unary_chain(ctx, call, RESIZE, activation=True)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, x, at = m
-    geometry = _geometry(inner, at)
-    if isinstance(geometry, Decline):
-        return geometry
+@dataclass(frozen=True)
+class Resize:
+    out: QdqCall
+    act: Activation
+    x: QdqCall
+    geometry: dict
+
+
+def resize_geometry(ctx: Context, m: UnaryChain):
+    geometry = _geometry(m.inner, m.at)
+    return geometry if isinstance(geometry, Decline) else Resize(m.out, m.act, m.x, geometry)
+
+
+def build_resize(ctx: Context, m: Resize):
+    geometry = dict(m.geometry)
     size = geometry.pop("size")
-    return resize.resize2d(x.operand, size, x.qparams, out.qparams, **geometry,
-                           act=act.bounds(out.qparams), rounding=ctx.rounding,
+    return resize.resize2d(m.x.operand, size, m.x.qparams, m.out.qparams, **geometry,
+                           act=m.act.bounds(m.out.qparams), rounding=ctx.rounding,
                            source_dtype=ctx.source_dtype())
 
 
-def fold_integer_resize(ctx: Context, call: Any):
+def integer_resize_chain(ctx: Context, call: Any):
     out = output(call)
     if out is None or out.qparams.dtype != "int8" or out.qparams.scalar_scale != 1.0:
         return None
@@ -77,23 +86,30 @@ def fold_integer_resize(ctx: Context, call: Any):
     geometry = _geometry(inner, at)
     if isinstance(geometry, Decline):
         return geometry
-    size = geometry.pop("size")
     if geometry["method"] != "linear":
         return Decline("truncated nearest resize", at)
     in_h, in_w = _tvm.shape_of(x.operand)[2:]
-    mode = geometry["coordinate_transformation_mode"]
+    mode, size = geometry["coordinate_transformation_mode"], geometry["size"]
     if not all(resize.weights_are_fixed_point_exact(i, o, mode)
                for i, o in ((in_h, size[0]), (in_w, size[1]))):
         return Decline("onnxruntime's integer bilinear Resize rounds these interpolation weights "
                        "differently in its NCHW (float) and NHWC (10-bit fixed point) kernels, "
                        "and its layout optimizer picks one by context; folded only where the "
                        "weights are multiples of 1/256", at)
-    return resize.resize2d(x.operand, size, x.qparams, out.qparams, **geometry,
+    return Resize(out, Activation(rounding=ctx.rounding), x, geometry)
+
+
+def build_integer_resize(ctx: Context, m: Resize):
+    geometry = dict(m.geometry)
+    size = geometry.pop("size")
+    return resize.resize2d(m.x.operand, size, m.x.qparams, m.out.qparams, **geometry,
                            kernel="integer", rounding=ctx.rounding)
 
 
 RULES = (
-    Rule("resize2d_integer", QUANTIZE, fold_integer_resize,
-         "q(trunc(resize2d(dq(x, 1, zp))), 1, zp) -> canonqnn.resize2d (integer kernel)"),
-    Rule("resize2d", QUANTIZE, fold_resize, "q(act(resize2d(dq x))) -> canonqnn.resize2d"),
+    Rule("resize2d_integer", QUANTIZE, (integer_resize_chain,), build_integer_resize,
+         "q(trunc(resize2d(dq(x, 1, zp))), 1, zp) -> canonqnn.resize2d (integer kernel)",
+         phase="elementwise_pool_movement"),
+    Rule("resize2d", QUANTIZE, (unary_step(RESIZE), resize_geometry), build_resize,
+         "q(act(resize2d(dq x))) -> canonqnn.resize2d", phase="elementwise_pool_movement"),
 )

@@ -11,18 +11,19 @@ constant of maximum/minimum is only a bound of the integer clamp (``max(x, 0)`` 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from canonqnn import _tvm
 from canonqnn.ops import select
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import QParams, quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import Activation, dequantized, per_tensor_int8, quantized_op
-from .movement import _finish
+from ._match import (Activation, QuantizedOp, dequantized, per_tensor_int8, quantized_op,
+                     requantized)
 
 EXTREMA = {"relax.maximum": (select.MAXIMUM, np.maximum),
            "relax.minimum": (select.MINIMUM, np.minimum)}
@@ -73,14 +74,22 @@ def _clamp_with_scalar(op: str, q: int, bounds: tuple[int, int]) -> tuple[int, i
     return lo, max(min(hi, q), lo)
 
 
-def fold_extremum(ctx: Context, call: Any):
-    m = quantized_op(ctx, call, *EXTREMA)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, y = m
+@dataclass(frozen=True)
+class Extremum:
+    out: QdqCall
+    canonical: Any
+    tensors: list[tuple[Any, QParams]]  # (int8 expression, its parameters)
+    bounds: tuple[int, int]
+
+
+def extremum_chain(ctx: Context, call: Any):
+    return quantized_op(ctx, call, *EXTREMA)
+
+
+def extremum_operands(ctx: Context, m: QuantizedOp):
+    out, y, inner = m.out, m.y, m.inner
     name = _tvm.op_name(inner)
     canonical, np_fn = EXTREMA[name]
-    out_shape = _tvm.shape_of(inner)
     tensors, scalars = [], []
     for i, leaf in enumerate(_leaves(ctx, inner.args[0], name) + _leaves(ctx, inner.args[1], name)):
         c = _float_constant(ctx, leaf)
@@ -91,27 +100,33 @@ def fold_extremum(ctx: Context, call: Any):
         if isinstance(parsed, Decline):
             return parsed
         tensors.append(parsed)
-    bounds = act.bounds(out.qparams)
+    bounds = m.act.bounds(out.qparams)
     if scalars:
         bounds = _clamp_with_scalar(name, quantize_value(float(np_fn.reduce(scalars)),
                                                          out.qparams), bounds)
     if not tensors:
         return Decline("every operand is a constant", y)
     shapes = [_tvm.shape_of(t) for t, _ in tensors]
-    if tuple(np.broadcast_shapes(*shapes)) != tuple(out_shape):
+    if tuple(np.broadcast_shapes(*shapes)) != tuple(_tvm.shape_of(inner)):
         return Decline("a scalar constant changes the output's rank", y)
-    if len(tensors) == 1:
-        (x, qp), = tensors
-        return _finish(ctx, x, qp, out.qparams, bounds)
-    if ctx.rounding != "rne_f32" and not all(qp.same_as(out.qparams) for _, qp in tensors):
+    if len(tensors) > 1 and ctx.rounding != "rne_f32" and \
+            not all(qp.same_as(out.qparams) for _, qp in tensors):
         return Decline(f"operands with other parameters than the output's under "
                        f"{ctx.rounding} (TFLite compares stored values; only rne_f32 "
                        "requantizes operands)", y)
-    (acc, acc_qp), rest = tensors[0], tensors[1:]
+    return Extremum(out, canonical, tensors, bounds)
+
+
+def build_extremum(ctx: Context, m: Extremum):
+    out = m.out
+    if len(m.tensors) == 1:
+        (x, qp), = m.tensors
+        return requantized(ctx, x, qp, out.qparams, m.bounds)
+    (acc, acc_qp), rest = m.tensors[0], m.tensors[1:]
     for i, (x, qp) in enumerate(rest):
         last = i == len(rest) - 1
-        step = select.extremum(canonical, acc, x, acc_qp, qp, out.qparams,
-                               bounds if last else Activation(rounding=ctx.rounding).bounds(
+        step = select.extremum(m.canonical, acc, x, acc_qp, qp, out.qparams,
+                               m.bounds if last else Activation(rounding=ctx.rounding).bounds(
                                    out.qparams), rounding=ctx.rounding)
         acc, acc_qp = (step if last else ctx.emit(step)), out.qparams
     return acc
@@ -149,23 +164,38 @@ def _where_branch(ctx: Context, expr: Any, other: Any, out, act: Activation, at,
     return _tvm.const(np.int8(q)), out.qparams
 
 
-def fold_where(ctx: Context, call: Any):
-    m = quantized_op(ctx, call, WHERE)
-    if not isinstance(m, tuple):
-        return m
-    out, act, inner, y = m
-    cond, a_expr, b_expr = inner.args  # (Relax's where requires a bool condition)
-    a = _where_branch(ctx, a_expr, b_expr, out, act, y, "X")
-    b = _where_branch(ctx, b_expr, a_expr, out, act, y, "Y")
+@dataclass(frozen=True)
+class Where:
+    out: QdqCall
+    act: Activation
+    cond: Any
+    a: tuple[Any, QParams]
+    b: tuple[Any, QParams]
+
+
+def where_chain(ctx: Context, call: Any):
+    return quantized_op(ctx, call, WHERE)
+
+
+def where_branches(ctx: Context, m: QuantizedOp):
+    cond, a_expr, b_expr = m.inner.args  # (Relax's where requires a bool condition)
+    a = _where_branch(ctx, a_expr, b_expr, m.out, m.act, m.y, "X")
+    b = _where_branch(ctx, b_expr, a_expr, m.out, m.act, m.y, "Y")
     for parsed in (a, b):
         if isinstance(parsed, Decline):
             return parsed
-    return select.where(cond, a[0], b[0], a[1], b[1], out.qparams, act.bounds(out.qparams),
-                        rounding=ctx.rounding)
+    return Where(m.out, m.act, cond, a, b)
+
+
+def build_where(ctx: Context, m: Where):
+    return select.where(m.cond, m.a[0], m.b[0], m.a[1], m.b[1], m.out.qparams,
+                        m.act.bounds(m.out.qparams), rounding=ctx.rounding)
 
 
 RULES = (
-    Rule("extremum", QUANTIZE, fold_extremum,
-         "q(act(maximum|minimum(A, B))) -> canonqnn.maximum | minimum"),
-    Rule("where", QUANTIZE, fold_where, "q(act(where(cond, A, B))) -> canonqnn.where"),
+    Rule("extremum", QUANTIZE, (extremum_chain, extremum_operands), build_extremum,
+         "q(act(maximum|minimum(A, B))) -> canonqnn.maximum | minimum",
+         phase="elementwise_pool_movement"),
+    Rule("where", QUANTIZE, (where_chain, where_branches), build_where,
+         "q(act(where(cond, A, B))) -> canonqnn.where", phase="elementwise_pool_movement"),
 )

@@ -25,6 +25,7 @@ kernel. Groups TFLite's kernel refuses decline, named.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,7 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn.ops import movement
 from canonqnn.ops import softmax as softmax_op
-from canonqnn.qdq import QUANTIZE
+from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
 from ._match import (CLIP, FULL_RANGE, INT8_OR_INT32, RELU, Activation, dequantized, output,
@@ -100,8 +101,18 @@ def _tflite_output_refusal(out_qp, source: str) -> str | None:
     return None
 
 
-def fold_tflite_softmax(ctx: Context, out: Any):
-    """q(softmax(dq x [* beta], axis)) of a TFLite-source module -> canonqnn.softmax (q31)."""
+@dataclass(frozen=True)
+class Softmax:
+    out: QdqCall
+    x: QdqCall
+    axis: int
+    beta: float = 1.0
+    source_dtype: str | None = None  # the 8-bit type the kernel reads and writes
+    rows_shape: tuple[int, ...] | None = None  # ONNX < 13: softmax over these rows
+
+
+def tflite_softmax(ctx: Context, out: Any):
+    """q(softmax(dq x [* beta], axis)) of a TFLite-source module (q31)."""
     inner = ctx.call(out.operand, SOFTMAX)
     if inner is None:
         return None
@@ -118,8 +129,7 @@ def fold_tflite_softmax(ctx: Context, out: Any):
         return why
     axis = int(_tvm.attrs_dict(inner)["axis"])
     if dtype == "int16":  # TFLite 16x8 SOFTMAX; the op checks its output parameters
-        return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis,
-                                  rounding=ctx.rounding, beta=beta)
+        return Softmax(out, x, axis, beta)
     source = x.source_dtype
     if source != ctx.source_dtype():
         return Decline(f"TFLite's 8-bit SOFTMAX needs one type: {source} input, "
@@ -129,16 +139,15 @@ def fold_tflite_softmax(ctx: Context, out: Any):
     if not np.float32(beta) * np.float64(x.qparams.scalar_scale) * 2.0 ** 26 > 1.0:
         return Decline(f"TFLite's SOFTMAX requires in_scale * beta * 2^26 > 1 (in_scale "
                        f"{x.qparams.scalar_scale!r}, beta {beta!r})", at)
-    return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source,
-                              rounding=ctx.rounding, beta=beta)
+    return Softmax(out, x, axis, beta, source)
 
 
-def fold_softmax(ctx: Context, call: Any):
+def softmax_chain(ctx: Context, call: Any):
     out = output(call, ("int8", *sixteen_bit(ctx)))
     if out is None or out.qparams.dtype not in ("int8", *sixteen_bit(ctx)):
         return None
     if ctx.source == "tflite":
-        return fold_tflite_softmax(ctx, out)
+        return tflite_softmax(ctx, out)
     y, act = _one_activation(ctx, out.operand)
     flattened = _flattened_to_2d(ctx, y)
     inner, flat = flattened if flattened else (ctx.call(y, SOFTMAX), None)
@@ -160,17 +169,23 @@ def fold_softmax(ctx: Context, call: Any):
     if source != ctx.source_dtype():
         return Decline(UNFUSED + f"{source} input, {ctx.source_dtype()} output", at)
     if flat is None:
-        axis = int(_tvm.attrs_dict(inner)["axis"])
-        return softmax_op.softmax(x.operand, x.qparams, out.qparams, axis, source_dtype=source,
-                                  rounding=ctx.rounding)
-    rows = ctx.emit(movement.reshape(x.operand, _tvm.shape_of(flat), x.qparams))
-    y2d = ctx.emit(softmax_op.softmax(rows, x.qparams, out.qparams, 1, source_dtype=source,
-                                      rounding=ctx.rounding))
-    return movement.reshape(y2d, _tvm.shape_of(x.operand), out.qparams)
+        return Softmax(out, x, int(_tvm.attrs_dict(inner)["axis"]), source_dtype=source)
+    return Softmax(out, x, 1, source_dtype=source, rows_shape=_tvm.shape_of(flat))
+
+
+def build_softmax(ctx: Context, m: Softmax):
+    source = m.source_dtype or "int8"
+    if m.rows_shape is None:
+        return softmax_op.softmax(m.x.operand, m.x.qparams, m.out.qparams, m.axis,
+                                  source_dtype=source, rounding=ctx.rounding, beta=m.beta)
+    rows = ctx.emit(movement.reshape(m.x.operand, m.rows_shape, m.x.qparams))
+    y2d = ctx.emit(softmax_op.softmax(rows, m.x.qparams, m.out.qparams, 1, source_dtype=source,
+                                      rounding=ctx.rounding, beta=m.beta))
+    return movement.reshape(y2d, _tvm.shape_of(m.x.operand), m.out.qparams)
 
 
 RULES = (
-    Rule("softmax", QUANTIZE, fold_softmax,
+    Rule("softmax", QUANTIZE, (softmax_chain,), build_softmax,
          "q(softmax(dq x)) -> canonqnn.softmax (also ONNX < 13 row-flattened softmax; "
-         "TFLite: q(softmax(dq x * beta)))"),
+         "TFLite: q(softmax(dq x * beta)))", phase="elementwise_pool_movement"),
 )
