@@ -1,8 +1,9 @@
 """What the canonical form buys at run time, measured side by side in one run.
 
 For each network (real sizes: MobileNet-V1 and V2 and ResNet-18 at 224x224, a transformer
-encoder layer of 128 tokens; ``--small`` takes the test-size models of ``canonqnn.models``),
-quantized by onnxruntime's quantizer (QDQ, int8 activations, per-channel int8 weights):
+encoder layer of 128 tokens; ``--small`` takes the test-size models of
+``canonqnn.testing.onnx_models``), quantized by onnxruntime's quantizer (QDQ, int8 activations,
+per-channel int8 weights):
 
   (a) canonqnn: load -> canonicalize -> ``canonqnn.build`` (untuned), timed at 1 and 2 threads
       (``TVM_NUM_THREADS``, each in a child process that loads the exported library)
@@ -44,8 +45,9 @@ import time
 import numpy as np
 
 import canonqnn
-from canonqnn import _tvm, models
+from canonqnn import _tvm
 from canonqnn.api import ort_session
+from canonqnn.testing import onnx_models as models
 
 # Real-size networks.
 BENCH_MODELS = {
@@ -353,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default=",".join(BENCH_MODELS),
                         help=f"comma-separated, from {sorted(BENCH_MODELS)}")
     parser.add_argument("--small", action="store_true",
-                        help="the models at their test size (canonqnn.models defaults)")
+                        help="the models at their test size "
+                             "(canonqnn.testing.onnx_models defaults)")
     parser.add_argument("--runs", type=int, default=100, help="timed calls per measurement")
     parser.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                         help="also build with MetaSchedule tuning, TRIALS trials per model")

@@ -7,10 +7,10 @@ import tempfile
 
 import onnx
 
-from . import models
 from .api import load, parity
 from .builder import build, load_built
 from .rewrites import canonicalize
+from .testing import onnx_models
 
 
 def run_demo(workdir: str | None = None) -> int:
@@ -20,8 +20,8 @@ def run_demo(workdir: str | None = None) -> int:
         path = os.path.join(where, "resnet_like_qdq_u8.onnx")
         print("1. quantizing a ResNet-style CNN with onnxruntime.quantization.quantize_static "
               "(QDQ, uint8 activations, per-channel int8 weights)")
-        onnx.save(models.quantize(models.resnet_like(), fmt="qdq", activation="u8",
-                                  per_channel=True), path)
+        onnx.save(onnx_models.quantize(onnx_models.resnet_like(), fmt="qdq", activation="u8",
+                                       per_channel=True), path)
         print(f"   {path}")
         print("2. converting to canonical ops")
         mod, report = canonicalize(load(path))

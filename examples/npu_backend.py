@@ -221,10 +221,10 @@ def offload(mod: Any, roundings: tuple[str, ...] = ROUNDINGS) -> tuple[Any, Any]
 
 def load_model(source: str, model: str, seed: int) -> Any:
     if source == "tflite":
-        from canonqnn.frontends.tflite import models as tfl
+        from canonqnn.testing import tflite_models as tfl
 
         return tfl.ARCHITECTURES[model](seed=seed, features=True)
-    from canonqnn import models as onnx_models
+    from canonqnn.testing import onnx_models
 
     float_model = onnx_models.ARCHITECTURES[model](seed)
     if model == "mobilenet_v3":  # its last feature map as a second output: more evidence

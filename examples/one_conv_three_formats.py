@@ -34,7 +34,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
 from canonqnn import _tvm
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 from canonqnn.ops import REGISTRY, lookup
 from canonqnn.patterns import OpParams, params_of
 

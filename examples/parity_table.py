@@ -2,8 +2,8 @@
 
     python examples/parity_table.py [--runs N] [--models resnet,transformer,...] [--features]
 
-Quantizes each example network (``canonqnn.models.ARCHITECTURES``: ResNet, MobileNet-V1,
-MobileNet-V3, a transformer encoder layer, a Resize/Concat CNN) with onnxruntime's
+Quantizes each example network (``canonqnn.testing.onnx_models.ARCHITECTURES``: ResNet,
+MobileNet-V1, MobileNet-V3, a transformer encoder layer, a Resize/Concat CNN) with onnxruntime's
 quantize_static (QDQ/QOperator x uint8/int8 activations x per-tensor/per-channel int8
 weights), converts each to canonical ops, builds it, and compares with onnxruntime on N seeded
 random inputs. ``--features`` also compares each new network's ``features`` tensor
@@ -18,8 +18,8 @@ import itertools
 import logging
 
 import canonqnn
-from canonqnn import models
 from canonqnn.errors import CanonqnnError, UnsupportedError
+from canonqnn.testing import onnx_models as models
 
 
 def _why(exc: CanonqnnError) -> str:
@@ -34,7 +34,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--models", default=",".join(models.ARCHITECTURES),
-                        help="comma-separated names from canonqnn.models.ARCHITECTURES")
+                        help="comma-separated names from "
+                             "canonqnn.testing.onnx_models.ARCHITECTURES")
     parser.add_argument("--features", action="store_true",
                         help="also compare the features tensor of the networks that have one")
     args = parser.parse_args()

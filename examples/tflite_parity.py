@@ -3,7 +3,7 @@
     python examples/tflite_parity.py [--runs N] [--models mobilenet_v1,mobilenet_v2,classifier]
                                      [--size 96]
 
-Writes each network of ``canonqnn.frontends.tflite.models`` (MobileNet-V1 0.25, a shortened
+Writes each network of ``canonqnn.testing.tflite_models`` (MobileNet-V1 0.25, a shortened
 MobileNet-V2 0.35 with residual adds, a fully connected classifier) as int8 and as uint8
 TFLite models, converts each to canonical ops, builds it, and compares the build on N seeded
 random inputs with the interpreter's reference kernels (the specification canonqnn
@@ -21,7 +21,7 @@ import time
 import canonqnn
 from canonqnn.api import OutputParity
 from canonqnn.errors import CanonqnnError
-from canonqnn.frontends.tflite import models
+from canonqnn.testing import tflite_models as models
 
 RUNTIMES = ("reference", "optimized", "default+XNNPACK")
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from canonqnn import _tvm, models
+from canonqnn import _tvm
+from canonqnn.testing import onnx_models as models
 from canonqnn.ops import (conv, conv_transpose, dynamic, elementwise, indexing, lut, matmul,
                           movement, pool, reduce, resize, select, softmax)
 from canonqnn.qparams import QParams

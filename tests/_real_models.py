@@ -1,7 +1,8 @@
 """Whole models in the shapes public exporters write them, quantized the way users quantize them.
 
-Each builder returns a float ONNX model; ``canonqnn.models.quantize`` (onnxruntime's static
-quantizer) or ``quantize_dynamic`` (its dynamic one) turns it into what a user converts.
+Each builder returns a float ONNX model; ``canonqnn.testing.onnx_models.quantize``
+(onnxruntime's static quantizer) or ``quantize_dynamic`` (its dynamic one) turns it into what a
+user converts.
 
 - ``yolo_like``: a YOLOv8-style detector: SiLU convs, then the float box-decoding head
   ultralytics exports (Shape -> Gather -> Concat -> Reshape, Split, Slice, Exp, Div, Sigmoid,
@@ -18,8 +19,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from canonqnn import models
-from canonqnn.models import _GraphBuilder
+from canonqnn.testing import onnx_models as models
+from canonqnn.testing.onnx_models import _GraphBuilder
 
 YOLO_CLASSES = 3
 YOLO_GRID = 8  # 32x32 input, two stride-2 convs
@@ -171,7 +172,7 @@ def tflite_16x8_conv() -> bytes:
     """A TFLite 16x8 layer as the converter writes it (``EXPERIMENTAL_TFLITE_BUILTINS_
     ACTIVATIONS_INT16_WEIGHTS_INT8``): int16 activations (zero point 0), int8 per-channel
     weights, int64 bias."""
-    from canonqnn.frontends.tflite.writer import GraphWriter
+    from canonqnn.testing.tflite_writer import GraphWriter
 
     rng = np.random.default_rng(0)
     g = GraphWriter()
@@ -246,7 +247,7 @@ def ssd_like_tflite(num_anchors: int = 128, num_classes: int = 3, seed: int = 0,
     ``num_detections`` varies with the input."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-    from canonqnn.frontends.tflite.models import CALIBRATION_ROUNDS, FIXED_OUTPUTS, Net, _fit
+    from canonqnn.testing.tflite_models import CALIBRATION_ROUNDS, FIXED_OUTPUTS, Net, _fit
 
     grid = SSD_SIZE // 4
     per_cell, rest = divmod(num_anchors, grid * grid)

@@ -1,5 +1,5 @@
 """Test helpers for TFLite-origin numerics: models written in code with
-``canonqnn.frontends.tflite.writer`` and run by the TFLite interpreter, whose reference kernels
+``canonqnn.testing.tflite_writer`` and run by the TFLite interpreter, whose reference kernels
 (``OpResolverType.BUILTIN_REF``) are the specification canonqnn's Q31 roundings reproduce.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 
 def run_tflite(model: bytes, feeds: list[np.ndarray], *, reference: bool = True) \

@@ -7,7 +7,7 @@ import functools
 import onnx
 import pytest
 
-from canonqnn import models
+from canonqnn.testing import onnx_models as models
 
 
 @functools.lru_cache(maxsize=None)
@@ -24,7 +24,7 @@ def quantized_bytes(arch: str, fmt: str, activation: str, per_channel: bool,
 def quantized_model():
     """``quantized_model(arch, fmt, activation, per_channel, features) -> onnx.ModelProto``.
 
-    ``arch`` is a key of ``canonqnn.models.ARCHITECTURES``; ``features=True`` quantizes
+    ``arch`` is a key of ``canonqnn.testing.onnx_models.ARCHITECTURES``; ``features=True`` quantizes
     ``models.with_features(...)`` of it (a second output, for a stronger parity check).
     """
 

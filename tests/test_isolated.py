@@ -17,7 +17,7 @@ from _tflite import T, single_op
 import canonqnn
 from canonqnn import isolated, source_runtimes
 from canonqnn.errors import ParityError
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 
 def _gone(pid: int) -> bool:

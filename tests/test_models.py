@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from canonqnn import models
+from canonqnn.testing import onnx_models as models
 
 
 def test_size_knobs_scale_the_input_and_channels():

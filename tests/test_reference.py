@@ -7,9 +7,10 @@ import pytest
 from test_indexing import tile_module
 
 import canonqnn
-from canonqnn import _tvm, models, reference
+from canonqnn import _tvm, reference
+from canonqnn.testing import onnx_models as models
 from canonqnn.errors import VerificationError
-from canonqnn.frontends.tflite import models as tflite_models
+from canonqnn.testing import tflite_models
 from canonqnn.io import interface, module_io, random_inputs
 
 

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 
 import canonqnn
-from canonqnn import _tvm, models
+from canonqnn import _tvm
 from canonqnn.builder import Built
 from canonqnn.io import module_io
 from canonqnn.schedule import ACC_LANES, MIN_PARALLEL_WORK, BlockPlan, plan_block
+from canonqnn.testing import onnx_models as models
 
 CONV = ["S", "S", "S", "S", "R", "R", "R"]
 

@@ -14,32 +14,37 @@ builds each table from one float32 kernel. Such a source lists its whole functio
 ``KERNELS`` (``kernels``) and builds their tables itself (``kernel_table``); it evaluates no
 single op.
 
-Pure numpy: this package imports neither TVM nor any model format.
+Pure numpy: importing this package imports neither TVM nor any model format. Each source's
+module is imported when first asked for; ``tflite``'s Q31 arithmetic still comes from
+``canonqnn.ops``, which imports TVM.
 """
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
 import numpy as np
 
 from ..qparams import INT8_CODES, QParams
-from . import onnxruntime, tflite, xnnpack
 from .onnxruntime import NotEvaluable
 
-RUNTIMES: dict[str, ModuleType] = {"onnx": onnxruntime, "tflite": tflite, "torch": xnnpack}
+# Source -> the module of this package that computes as its runtime does, imported on first
+# use: ``tflite`` takes TFLite's Q31 arithmetic from ``canonqnn.ops._q31``, and importing that
+# registers every canonical op with TVM, which importing this package must not do.
+RUNTIMES: dict[str, str] = {"onnx": "onnxruntime", "tflite": "tflite", "torch": "xnnpack"}
 CODES = INT8_CODES  # table row index i holds code i - 128
 
 
 def runtime(source: str) -> ModuleType:
     if source not in RUNTIMES:
         raise NotEvaluable(f"no table builder for source {source!r} (known: {sorted(RUNTIMES)})")
-    return RUNTIMES[source]
+    return importlib.import_module(f"{__name__}.{RUNTIMES[source]}")
 
 
 def evaluates(source: str, op: str) -> bool:
     """Whether ``source`` has an evaluator for the Relax op ``op``."""
-    return source in RUNTIMES and op in RUNTIMES[source].EVALUATORS
+    return source in RUNTIMES and op in runtime(source).EVALUATORS
 
 
 def evaluate(source: str, op: str, args: list, attrs: dict) -> np.ndarray:
@@ -88,7 +93,7 @@ def build(source: str, fn, in_qp: QParams, out_qp: QParams) -> np.ndarray:
 def kernels(source: str) -> dict[str, str] | None:
     """The whole functions ``source`` builds tables of (name -> its kernel), or None when the
     source evaluates float chains op by op."""
-    return getattr(RUNTIMES[source], "KERNELS", None) if source in RUNTIMES else None
+    return getattr(runtime(source), "KERNELS", None) if source in RUNTIMES else None
 
 
 def kernel_table(source: str, function: str, in_qp: QParams, out_qp: QParams,

@@ -219,7 +219,7 @@ def test_inspect_built_lists_kernels_for_a_model_and_for_its_library(tmp_path, q
 
 
 def test_tflite_model_converts_builds_and_passes_parity(tmp_path, capsys):
-    from canonqnn.frontends.tflite import models
+    from canonqnn.testing import tflite_models as models
 
     path = tmp_path / "classifier.tflite"
     path.write_bytes(models.classifier(inputs=16, hidden=(8,), num_classes=4))

@@ -3,11 +3,11 @@
     python tests/e2e/models_table.py            # print the table
     python tests/e2e/models_table.py --write    # rewrite docs/models.md
 
-Each row builds its model in code (``tests/_real_models.py``, ``canonqnn.models``, the TFLite
-writer's networks), converts it, builds it and compares it with its runtime on seeded inputs:
-"bit-exact", or within the bound docs/parity.md argues for the model's own float region (the
-table states the bound, never a host's measurement, so it reads the same on every CPU), or the
-error that refuses it. ``tests/e2e/test_models_table.py`` keeps the file current.
+Each row builds its model in code (``tests/_real_models.py``, ``canonqnn.testing.onnx_models``,
+``canonqnn.testing.tflite_models``), converts it, builds it and compares it with its runtime on
+seeded inputs: "bit-exact", or within the bound docs/parity.md argues for the model's own float
+region (the table states the bound, never a host's measurement, so it reads the same on every
+CPU), or the error that refuses it. ``tests/e2e/test_models_table.py`` keeps the file current.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "frontends" / "tf
 import _real_models as real  # noqa: E402
 
 import canonqnn  # noqa: E402
-from canonqnn import models  # noqa: E402
 from canonqnn.errors import CanonqnnError  # noqa: E402
+from canonqnn.testing import onnx_models as models  # noqa: E402
 
 DOC = HERE.parents[1] / "docs" / "models.md"
 RUNS = 3
@@ -51,7 +51,7 @@ class Row:
 
 def _tflite(name: str, **kw):
     def make():
-        from canonqnn.frontends.tflite import models as tflite_models
+        from canonqnn.testing import tflite_models
 
         return tflite_models.ARCHITECTURES[name](**kw)
     return make

@@ -2,8 +2,8 @@
 onnxruntime: canonical except layer normalization, bit-exact with onnxruntime, and built into
 kernels that pass int8 to each other.
 
-The three networks (``canonqnn.models``) bring in what ResNet/MobileNet-V1 do not: HardSwish,
-HardSigmoid, LeakyRelu, Sigmoid and Gelu lookup tables, squeeze-excite (a broadcast Mul),
+The three networks (``canonqnn.testing.onnx_models``) bring in what ResNet/MobileNet-V1 do not:
+HardSwish, HardSigmoid, LeakyRelu, Sigmoid and Gelu lookup tables, squeeze-excite (a broadcast Mul),
 Softmax, matmuls of two activations, Reshape/Transpose to attention heads, LayerNormalization,
 nearest and linear Resize, and Concat of differently quantized branches.
 """
@@ -18,8 +18,8 @@ import onnx
 import pytest
 
 import canonqnn
-from canonqnn import models
 from canonqnn.api import ort_session
+from canonqnn.testing import onnx_models as models
 
 ARCHS = ["mobilenet_v3", "transformer", "conv_classifier"]
 # QOperator with int8 activations adds little over uint8 (same graph, other dtype).

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import canonqnn
-from canonqnn import models
+from canonqnn.testing import onnx_models as models
 from canonqnn.api import ort_session
 
 import _real_models as real

@@ -16,7 +16,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
 from canonqnn import _tvm
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 from canonqnn.ops import lookup
 from canonqnn.rewrites import canonicalize
 

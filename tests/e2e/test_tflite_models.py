@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 import canonqnn
-from canonqnn.frontends.tflite import models
+from canonqnn.testing import tflite_models as models
 
 CASES = {  # every network also outputs its last feature map: many more values compared
     "mobilenet_v1_int8": lambda: models.mobilenet_v1(alpha=0.25, size=64, features=True),

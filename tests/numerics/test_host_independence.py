@@ -12,8 +12,8 @@ import sys
 import onnx
 import pytest
 
-from canonqnn import models
-from canonqnn.frontends.tflite import models as tflite_models
+from canonqnn.testing import onnx_models as models
+from canonqnn.testing import tflite_models
 
 pytestmark = pytest.mark.slow
 QEMU = shutil.which("qemu-x86_64")

@@ -18,7 +18,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
-from canonqnn import models
+from canonqnn.testing import onnx_models as models
 
 F32 = np.float32
 ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}

@@ -57,7 +57,7 @@ def tflite_conv(dtype: str = "int8", in_scale=0.05, in_zp=None, out_scale=0.1, o
                 graph_inputs=None, op_inputs=None) -> bytes:
     """One CONV_2D (1x6x6x4 -> 1x6x6x8), written with canonqnn's TFLite writer; the
     arguments put one field out of range."""
-    from canonqnn.frontends.tflite.writer import GraphWriter
+    from canonqnn.testing.tflite_writer import GraphWriter
 
     rng = np.random.default_rng(1)
     offset = 128 if dtype == "uint8" else 0

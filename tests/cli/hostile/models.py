@@ -191,7 +191,7 @@ def tflite_case(name: str, expect: str, make_bytes: Callable[[], bytes], fast: b
 def _patched_writer(attribute: str, replacement) -> Callable[[Callable[[], bytes]], bytes]:
     """Run ``write`` with one function of the writer's schema bindings replaced (how a field
     the writer never writes wrong gets a wrong value)."""
-    from canonqnn.frontends.tflite import writer
+    from canonqnn.testing import tflite_writer as writer
 
     def run(write: Callable[[], bytes]) -> bytes:
         original = getattr(writer.tflite, attribute)
@@ -213,7 +213,7 @@ def _schema_version(version: int) -> bytes:
 
 
 def _options_of_pool() -> bytes:
-    from canonqnn.frontends.tflite import writer
+    from canonqnn.testing import tflite_writer as writer
 
     saved = writer.OPTIONS["CONV_2D"]
     writer.OPTIONS["CONV_2D"] = "Pool2DOptions"

@@ -13,7 +13,7 @@ from _tflite import T, run_tflite, single_op
 
 import canonqnn
 from canonqnn.errors import UnsupportedError
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 RNG = np.random.default_rng(7)
 CONV = dict(padding="SAME", strideH=1, strideW=1, dilationHFactor=1, dilationWFactor=1,

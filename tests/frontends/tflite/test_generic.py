@@ -13,7 +13,7 @@ from _tflite import run_tflite
 
 import canonqnn
 from canonqnn.errors import UnsupportedError
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 FLOAT_REGION_ULPS = 4  # docs/parity.md, "Float outputs of the model's own float region"
 

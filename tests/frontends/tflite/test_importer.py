@@ -9,7 +9,7 @@ from _tflite import T, single_op
 from canonqnn import _tvm, qdq
 from canonqnn.errors import InvalidModelError, UnsupportedError
 from canonqnn.frontends import tflite
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 from canonqnn.io import module_io
 
 

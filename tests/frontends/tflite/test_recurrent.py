@@ -16,7 +16,7 @@ from _tflite import run_tflite
 
 import canonqnn
 from canonqnn.errors import UnsupportedError
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 STEPS, FEATURES, UNITS, CLASSES = 8, 6, 8, 4
 LSTM_REASON = "TFLite's int8 LSTM keeps its gates, cell and hidden state in int16"

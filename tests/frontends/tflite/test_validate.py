@@ -11,9 +11,10 @@ from ai_edge_litert.interpreter import Interpreter
 
 from canonqnn.errors import (CanonqnnError, InvalidModelError, InvalidQuantizationError,
                              UnsupportedError)
-from canonqnn.frontends.tflite import load, validate, writer
+from canonqnn.frontends.tflite import load, validate
+from canonqnn.testing import tflite_writer as writer
 from canonqnn.frontends.tflite.reader import read_model
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 CONV = dict(padding="SAME", strideH=1, strideW=1, dilationHFactor=1, dilationWFactor=1,
             fusedActivationFunction="NONE")

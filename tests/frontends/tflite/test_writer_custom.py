@@ -12,7 +12,7 @@ from _tflite import run_tflite
 from flatbuffers import flexbuffers
 
 from canonqnn.frontends.tflite.reader import read_model
-from canonqnn.frontends.tflite.writer import GraphWriter
+from canonqnn.testing.tflite_writer import GraphWriter
 
 OPTIONS = dict(max_detections=5, max_classes_per_detection=1, detections_per_class=5,
                nms_score_threshold=0.5, nms_iou_threshold=0.5, num_classes=3, y_scale=10.0,

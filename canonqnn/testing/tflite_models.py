@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .writer import GraphWriter
+from .tflite_writer import GraphWriter
 
 CALIBRATION_ROUNDS = 4
 FIXED_OUTPUTS = {"SOFTMAX": (1 / 256, -128), "LOGISTIC": (1 / 256, -128)}

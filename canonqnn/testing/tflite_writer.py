@@ -27,7 +27,7 @@ import numpy as np
 import tflite
 from flatbuffers import flexbuffers
 
-from ._schema import OPTIONS, TENSOR_TYPES
+from ..frontends.tflite._schema import OPTIONS, TENSOR_TYPES
 
 _ENUMS = {"padding": tflite.Padding, "fusedActivationFunction": tflite.ActivationFunctionType}
 CUSTOM = "CUSTOM:"  # operator kinds of custom operators, as the reader names them

@@ -181,7 +181,7 @@ class _GraphBuilder:
             initializer=self.inits,
         )
         m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              producer_name="canonqnn.models")
+                              producer_name="canonqnn.testing.onnx_models")
         m.ir_version = IR_VERSION
         onnx.checker.check_model(m, full_check=True)
         return m
