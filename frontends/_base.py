@@ -21,6 +21,7 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
+from canonqnn.functions import HARD_SWISH_OFFSET, HARD_SWISH_SLOPE
 from canonqnn.io import IO_ATTR, ModelIO, TensorInfo
 
 
@@ -62,10 +63,6 @@ class ImportContext:
     @staticmethod
     def unsupported(reason: str) -> Unsupported:
         return Unsupported(reason)
-
-
-# Hard swish is x * HardSigmoid(x) with slope 1/6 and offset 1/2, as float32.
-HARD_SWISH_SLOPE, HARD_SWISH_OFFSET = float(np.float32(1.0 / 6.0)), 0.5
 
 
 def hard_sigmoid(ctx: ImportContext, x: Any, alpha: float, beta: float) -> Any:

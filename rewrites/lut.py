@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm, tables
+from canonqnn.functions import HARD_SWISH_OFFSET, HARD_SWISH_SLOPE
 from canonqnn.ops import lut as lut_op
 from canonqnn.qdq import QUANTIZE, QdqCall, read_quantize
 
@@ -51,14 +52,13 @@ ELEMENTWISE = frozenset({f"relax.{name}" for name in (
     "nn.gelu", "nn.gelu_tanh", "nn.leakyrelu", "nn.prelu", "nn.relu", "nn.relu6", "nn.selu",
     "nn.silu", "nn.softplus")})
 FLOAT_RESULT = ("float32", "bool")
-# Common names of the composites the ONNX importer writes (``function`` is documentary).
-NAMES = {"multiply(x, clip(add(multiply(x, 0.166667), 0.5), 0, 1))": "hardswish",
-         "multiply(x, sigmoid(x))": "silu"}
+# Common names of the composites the ONNX importer writes (``function`` is documentary; hard
+# swish is recognised by its structure, ``_is_hard_swish``).
+NAMES = {"multiply(x, sigmoid(x))": "silu"}
 # Kernel sources: the single Relax op of dq(x) the frontend writes for each kernel.
 KERNEL_OPS = {"relax.sigmoid": "sigmoid", "relax.tanh": "tanh", "relax.nn.gelu": "gelu",
               "relax.nn.gelu_tanh": "gelu_tanh", "relax.nn.leakyrelu": "leaky_relu",
               "relax.rsqrt": "rsqrt", "relax.nn.silu": "silu"}
-HARDSWISH_CONSTANTS = sorted([float(np.float32(1.0 / 6.0)), 0.5])  # x * f32(1/6) + 0.5
 
 
 @dataclass
@@ -207,12 +207,36 @@ def _kernel_function(graph: _Graph) -> tuple[str, dict] | None:
             if function == "leaky_relu":
                 params["alpha"] = float(_tvm.attrs_dict(call)["alpha"])
             return function, params
-    if NAMES.get(_describe(graph, graph.root)) == "hardswish" and not graph.consts:
-        values = sorted(float(_tvm.const_value(arg).reshape(-1)[0])
-                        for _, _, arg in _constants(graph))
-        if values == HARDSWISH_CONSTANTS:
-            return "hardswish", {}
+    if _is_hard_swish(graph):
+        return "hardswish", {}
     return None
+
+
+def _is_hard_swish(graph: _Graph) -> bool:
+    """``g`` is x * clip(x * HARD_SWISH_SLOPE + HARD_SWISH_OFFSET, 0, 1), the form every
+    frontend writes for hard swish (``frontends._base.hard_swish``)."""
+    def call(expr: Any, op: str) -> Any:
+        found = graph.ops.get(expr) if _tvm.is_tensor(expr) else None
+        return found if _tvm.op_name(found) == op else None
+
+    def scalar(expr: Any, value: float) -> bool:
+        if not _tvm.is_const(expr) or _tvm.dtype_of(expr) != "float32":
+            return False
+        v = _tvm.const_value(expr)
+        return v.size == 1 and float(v.reshape(())) == value
+
+    if graph.consts or len(graph.ops) != 4:
+        return False
+    gated = call(graph.root, "relax.multiply")
+    x = gated.args[0] if gated is not None else None
+    clip = None if x not in graph.leaves else call(gated.args[1], "relax.clip")
+    if clip is None or (_tvm.scalar_arg(clip.args[1]), _tvm.scalar_arg(clip.args[2])) != (0, 1):
+        return False
+    shifted = call(clip.args[0], "relax.add")
+    scaled = None if shifted is None else call(shifted.args[0], "relax.multiply")
+    return (scaled is not None and scaled.args[0].same_as(x)
+            and scalar(shifted.args[1], HARD_SWISH_OFFSET)
+            and scalar(scaled.args[1], HARD_SWISH_SLOPE))
 
 
 @dataclass(frozen=True)
@@ -309,7 +333,8 @@ def lut_table(ctx: Context, m: LutChain):
     table = tables.quantize(ctx.source, real, out.qparams).T
     table = table[0] if axis == -1 else np.ascontiguousarray(table)
     name = _describe(graph, graph.root)
-    name = NAMES.get(name, name.removesuffix("(x)") if name.count("(") == 1 else name)
+    name = "hardswish" if _is_hard_swish(graph) else \
+        NAMES.get(name, name.removesuffix("(x)") if name.count("(") == 1 else name)
     return Table(x, out, table, name, axis)
 
 

@@ -27,7 +27,7 @@ LAYERS: dict[str, list[str]] = {
     # numerics profiles and the runtimes' arithmetic. The root package is the parent of every
     # module, so it imports only these; it reaches the rest lazily (``canonqnn._LAZY``).
     "base": ["canonqnn", "canonqnn.errors", "canonqnn.qparams", "canonqnn.numerics.*",
-             "canonqnn.integrity"],
+             "canonqnn.integrity", "canonqnn.functions"],
     # Lookup tables as each source runtime computes them: numpy, no TVM.
     "tables": ["canonqnn.tables.*"],
     # The only modules that call TVM.
