@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import _tvm
+from .ops import absorbing
 
 CANONICAL_MARK = "canonqnn_"
 LUT_KERNEL = "canonqnn_lut"  # the primfunc name hint of the lut op's legalization
-PRODUCERS_OF_EPILOGUES = ("conv2d", "matmul", "add", "mul", "sub")
 
 Tensor = tuple[str, tuple[int, ...]]  # (dtype, shape)
 
@@ -147,6 +147,6 @@ def analyze(kernels: list[Kernel]) -> KernelReport:
         if consumer.name.removeprefix("fused_").startswith(LUT_KERNEL) and source is not None:
             producer = kernels[source]
             if readers[source] == 1 and producer.canonical and any(
-                    f"{CANONICAL_MARK}{op}" in producer.name for op in PRODUCERS_OF_EPILOGUES):
+                    f"{CANONICAL_MARK}{op}" in producer.name for op in absorbing("absorbs_table")):
                 report.unfused_luts.append(consumer.name)
     return report

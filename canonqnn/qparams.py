@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidQuantizationError
+from .numerics.arithmetic import round_half_away, round_half_away_floor_f64
 
 INT8_MIN, INT8_MAX = -128, 127
 INT8_CODES = np.arange(INT8_MIN, INT8_MAX + 1, dtype=np.int32)  # a table's rows: i holds i - 128
@@ -120,13 +121,6 @@ def check_scale(scale: np.ndarray, where: str) -> np.ndarray:
     return s
 
 
-def round_half_away(values) -> np.ndarray:
-    """C's ``std::round`` as TFLite's double-precision preparation code uses it:
-    ``copysign(floor(|x| + 0.5), x)``."""
-    v = np.asarray(values, np.float64)
-    return np.copysign(np.floor(np.abs(v) + 0.5), v)
-
-
 def uint8_to_int8(values: np.ndarray) -> np.ndarray:
     """Re-express uint8 data or zero points as int8 (q - 128): the same real values."""
     return as_signed(values, "uint8")
@@ -180,7 +174,7 @@ def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
     if rounding in ("rne_f32", "xnnpack"):
         q = np.rint(v)
     else:
-        q = np.float32(np.sign(v) * np.floor(abs(v) + 0.5))
+        q = round_half_away(v)  # TfLiteRound on a float: roundf, exact
     lo, hi = activation_range(qp.dtype)
     if not math.isfinite(float(q)):
         return hi if value > 0 else lo
@@ -213,7 +207,7 @@ def quantize_multiplier(real: float, *, single_rounding: bool = False) -> tuple[
         return 0, 0
     check_multiplier(real)
     q, shift = math.frexp(real)
-    q_fixed = int(math.floor(abs(q) * 2.0**31 + 0.5)) * (1 if q > 0 else -1)
+    q_fixed = int(round_half_away_floor_f64(q * 2.0**31))
     if q_fixed == 2**31:
         q_fixed //= 2
         shift += 1

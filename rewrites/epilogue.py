@@ -15,14 +15,13 @@ from typing import Any
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
-from canonqnn.ops import PREFIX, lookup
+from canonqnn.ops import PREFIX, absorbing, lookup
 
 from ._engine import Context, Rule
 from ._match import Refolded, build_refolded
 
 REQUANTIZE = PREFIX + "requantize"
-PRODUCERS = ("conv2d", "matmul", "add", "mul", "sub", "conv2d_transpose", "avg_pool2d",
-             "global_avg_pool2d", "reduce_mean", "resize2d")
+PRODUCERS = absorbing("absorbs_clamp")  # ops that apply their own [act_min, act_max]
 
 
 def clamped_producer(ctx: Context, call: Any):

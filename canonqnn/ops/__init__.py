@@ -3,9 +3,10 @@
 from . import (conv, conv_transpose, dynamic, elementwise, indexing, lut, matmul, movement,
                pool, reduce, resize, select, softmax)
 from ._q31 import Q31_ROUNDINGS
-from ._registry import PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, lookup
+from ._registry import (PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, absorbing,
+                        lookup)
 
 __all__ = ["PREFIX", "Q31_ROUNDINGS", "REGISTRY", "ROUNDINGS", "CanonicalOp",
-           "UnsupportedRounding", "lookup", "conv", "conv_transpose", "dynamic", "elementwise",
-           "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize", "select",
-           "softmax"]
+           "UnsupportedRounding", "absorbing", "lookup", "conv", "conv_transpose", "dynamic",
+           "elementwise", "indexing", "lut", "matmul", "movement", "pool", "reduce", "resize",
+           "select", "softmax"]

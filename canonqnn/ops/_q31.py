@@ -1,7 +1,10 @@
 """Q31 fixed-point arithmetic (TFLite, gemmlowp), each as a numpy/TE pair.
 
 The numpy functions are the specification (int64 arrays hold int32 values); the TE twins
-compute the same integer operations on one element. Rounding modes (docs/spec.md):
+compute the same integer operations on one element. The roundings they are built of
+(``rounding_divide_by_pot``, ``shift_right_round_half_up``, ``trunc_div``) are
+``canonqnn.numerics.arithmetic``'s, their TE twins ``canonqnn.ops._arithmetic``'s. Rounding
+modes (docs/spec.md):
 
 - ``q31_double``: ``RoundingDivideByPOT(SaturatingRoundingDoublingHighMul(x << l, m), r)``,
   two roundings, each with ties away from zero (TFLite's default build).
@@ -19,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from .._tvm import tirx
+from ..numerics.arithmetic import rounding_divide_by_pot, shift_right_round_half_up, trunc_div
+from ._arithmetic import te_rounding_divide_by_pot, te_shift_right_round_half_up
 
 INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
 Q31_ROUNDINGS = ("q31_double", "q31_single")
@@ -34,12 +39,6 @@ def wrap_int16(x) -> np.ndarray:
     return ((np.asarray(x, np.int64) + 2**15) % 2**16 - 2**15).astype(np.int64)
 
 
-def _trunc_div_pow2(v: np.ndarray, bits: int) -> np.ndarray:
-    """C integer division of int64 ``v`` by ``2^bits`` (rounds toward zero)."""
-    q = v >> bits
-    return np.where((v < 0) & ((v & ((1 << bits) - 1)) != 0), q + 1, q)
-
-
 # ---------------------------------------------------------------- numpy (specification)
 def srdhm(a, b) -> np.ndarray:
     """gemmlowp ``SaturatingRoundingDoublingHighMul``: ``round(a * b / 2^31)``, ties away from
@@ -47,17 +46,8 @@ def srdhm(a, b) -> np.ndarray:
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     ab = a * b
     nudge = np.where(ab >= 0, 1 << 30, 1 - (1 << 30))
-    out = _trunc_div_pow2(ab + nudge, 31)
+    out = trunc_div(ab + nudge, 1 << 31)
     return np.where((a == INT32_MIN) & (b == INT32_MIN), INT32_MAX, out).astype(np.int64)
-
-
-def rounding_divide_by_pot(x, exponent) -> np.ndarray:
-    """gemmlowp ``RoundingDivideByPOT``: ``round(x / 2^exponent)``, ties away from zero."""
-    x, e = np.asarray(x, np.int64), np.asarray(exponent, np.int64)
-    mask = (np.int64(1) << e) - 1
-    remainder = x & mask
-    threshold = (mask >> 1) + (x < 0)
-    return (x >> e) + (remainder > threshold)
 
 
 def saturating_rounding_multiply_by_pot(x, exponent: int) -> np.ndarray:
@@ -75,8 +65,7 @@ def multiply_by_quantized_multiplier(x, multiplier, shift, rounding: str) -> np.
     x = np.asarray(x, np.int64)
     m, s = np.asarray(multiplier, np.int64), np.asarray(shift, np.int64)
     if rounding == "q31_single":
-        total = 31 - s
-        return np.clip((x * m + (np.int64(1) << (total - 1))) >> total, INT32_MIN, INT32_MAX)
+        return np.clip(shift_right_round_half_up(x * m, 31 - s), INT32_MIN, INT32_MAX)
     left, right = np.maximum(s, 0), np.maximum(-s, 0)
     return rounding_divide_by_pot(srdhm(wrap_int32(x << left), m), right)
 
@@ -93,7 +82,8 @@ ACCUMULATORS = ("int32", "int64")
 def reduced_multiplier(multiplier) -> np.ndarray:
     """The 16-bit multiplier of TFLite's int64 ``MultiplyByQuantizedMultiplier``."""
     m = np.asarray(multiplier, np.int64)
-    return np.where(m < REDUCED_MULTIPLIER_LIMIT, (m + (1 << 15)) >> 16, REDUCED_MULTIPLIER_MAX)
+    return np.where(m < REDUCED_MULTIPLIER_LIMIT, shift_right_round_half_up(m, 16),
+                    REDUCED_MULTIPLIER_MAX)
 
 
 def multiply_by_quantized_multiplier_int64(x, multiplier, shift) -> np.ndarray:
@@ -102,8 +92,8 @@ def multiply_by_quantized_multiplier_int64(x, multiplier, shift) -> np.ndarray:
     rounding, ties toward +infinity; the result truncated to int32 as C's cast does. ``shift``
     must be below ``INT64_SHIFT_LIMIT``."""
     x = np.asarray(x, np.int64)
-    total = 15 - np.asarray(shift, np.int64)
-    return wrap_int32((x * reduced_multiplier(multiplier) + (np.int64(1) << (total - 1))) >> total)
+    return wrap_int32(shift_right_round_half_up(x * reduced_multiplier(multiplier),
+                                                15 - np.asarray(shift, np.int64)))
 
 
 def requant_q31(acc, multiplier, shift, zp: int, act_min: int, act_max: int,
@@ -134,22 +124,13 @@ def te_srdhm(a, b):
     return tirx.min((ab + _c(1 << 30)) >> _c(31), _c(INT32_MAX)).astype("int32")
 
 
-def te_rounding_divide_by_pot(x, exponent):
-    """TE twin of ``rounding_divide_by_pot`` (int32 ``x``, int32 ``exponent`` in [0, 63)): ties
-    away from zero as ``(x + half - [x < 0 and half > 0]) >> exponent``, in int64."""
-    x64, e64 = x.astype("int64"), exponent.astype("int64")
-    half = (_c(1) << e64) >> _c(1)
-    negative_tie_fix = tirx.Select(tirx.all(x64 < _c(0), half > _c(0)), _c(1), _c(0))
-    return ((x64 + half - negative_tie_fix) >> e64).astype("int32")
-
-
 def te_multiply_by_quantized_multiplier(x, multiplier, shift, rounding: str):
     """TE twin of ``multiply_by_quantized_multiplier``; ``multiplier``/``shift`` are int32
     expressions (constants or per-channel loads)."""
     zero = _c(0, "int32")
     if rounding == "q31_single":
         total = (_c(31, "int32") - shift).astype("int64")
-        v = (x.astype("int64") * multiplier.astype("int64") + (_c(1) << (total - _c(1)))) >> total
+        v = te_shift_right_round_half_up(x.astype("int64") * multiplier.astype("int64"), total)
         return tirx.max(tirx.min(v, _c(INT32_MAX)), _c(INT32_MIN)).astype("int32")
     left = tirx.max(shift, zero)
     right = tirx.max(zero - shift, zero)
@@ -161,10 +142,10 @@ def te_multiply_by_quantized_multiplier_int64(x, multiplier, shift):
     """TE twin of ``multiply_by_quantized_multiplier_int64`` (int64 ``x``; int32 ``multiplier``
     and ``shift`` expressions); the cast to int32 wraps, as in C."""
     m = multiplier.astype("int64")
-    reduced = tirx.Select(m < _c(REDUCED_MULTIPLIER_LIMIT), (m + _c(1 << 15)) >> _c(16),
+    reduced = tirx.Select(m < _c(REDUCED_MULTIPLIER_LIMIT), te_shift_right_round_half_up(m, 16),
                           _c(REDUCED_MULTIPLIER_MAX))
     total = _c(15) - shift.astype("int64")
-    return ((x.astype("int64") * reduced + (_c(1) << (total - _c(1)))) >> total).astype("int32")
+    return te_shift_right_round_half_up(x.astype("int64") * reduced, total).astype("int32")
 
 
 def te_requant_q31(acc, multiplier, shift, zp: int, act_min: int, act_max: int, rounding: str,

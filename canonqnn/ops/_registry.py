@@ -39,6 +39,13 @@ class CanonicalOp:
     # "KN"), for ops that have one; patterns expose them to pattern authors.
     layout: str | None = None
     weight_layout: str | None = None
+    # The op applies its [act_min, act_max] clamp to its output, so a clamp that only follows
+    # it folds into that attribute (rewrites.epilogue).
+    absorbs_clamp: bool = False
+    # A lookup table that follows it belongs to its output stage: the build fuses the table into
+    # the op's kernel (kernels.build_report flags a table it left alone), and pattern authors
+    # get a ``<op>_lut`` group (patterns.table).
+    absorbs_table: bool = False
     _op: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     @property
@@ -112,6 +119,12 @@ def register(op: CanonicalOp) -> CanonicalOp:
         name: (lambda *args, _op=entry, **attrs: _tvm.make_call(_op.op, args, attrs))
         for name, entry in REGISTRY.items()})
     return op
+
+
+def absorbing(prop: str) -> tuple[str, ...]:
+    """Names of the registered ops whose ``absorbs_clamp`` / ``absorbs_table`` (``prop``) is
+    set, in registration order."""
+    return tuple(name for name, op in REGISTRY.items() if getattr(op, prop))
 
 
 def lookup(call: Any) -> CanonicalOp | None:

@@ -23,7 +23,9 @@ from typing import Any
 import numpy as np
 
 from .._tvm import te, tirx
-from ..qparams import INT16_MAX, INT16_MIN, quantize_multiplier, round_half_away
+from ..numerics.arithmetic import round_half_away_floor_f64, shift_right_round_half_up
+from ..qparams import INT16_MAX, INT16_MIN, quantize_multiplier
+from ._arithmetic import te_shift_right_round_half_up
 from ._q31 import (multiply_by_quantized_multiplier, te_multiply_by_quantized_multiplier,
                    wrap_int16, wrap_int32)
 
@@ -44,11 +46,13 @@ def _populate(transform, in_scale: float, in_zp: int, out_scale: float) -> np.nd
     x = lo + np.arange(512, dtype=np.float64) * step
     value, middle, after = transform(x), transform(x + step / 2), transform(lo + (np.arange(
         512, dtype=np.float64) + 1) * step)
-    interpolated = round_half_away((after * inverse + round_half_away(value * inverse)) / 2)
-    bias = round_half_away((interpolated - round_half_away(middle * inverse)) / 2)
+    rounded_value = round_half_away_floor_f64(value * inverse)
+    rounded_middle = round_half_away_floor_f64(middle * inverse)
+    interpolated = round_half_away_floor_f64((after * inverse + rounded_value) / 2)
+    bias = round_half_away_floor_f64((interpolated - rounded_middle) / 2)
     table = np.empty(513, np.int64)
-    table[:512] = np.clip(round_half_away(value * inverse) - bias, INT16_MIN, INT16_MAX)
-    last = round_half_away(float(transform(np.float64(hi))) * inverse)
+    table[:512] = np.clip(rounded_value - bias, INT16_MIN, INT16_MAX)
+    last = round_half_away_floor_f64(float(transform(np.float64(hi))) * inverse)
     table[512] = np.clip(last, INT16_MIN, INT16_MAX)
     return table.astype(np.int16)
 
@@ -76,7 +80,7 @@ def lut_lookup(value, table) -> np.ndarray:
     table = np.asarray(table, np.int64)
     base = table[256 + (v >> 7)]
     slope = wrap_int16(table[257 + (v >> 7)] - base)
-    return wrap_int16(base + ((slope * (v & 127) + 64) >> 7))
+    return wrap_int16(base + shift_right_round_half_up(slope * (v & 127), 7))
 
 
 # ---------------------------------------------------------------- the op (numpy and TE)
@@ -99,10 +103,10 @@ def reference(x, table, axis: int, in_scale: float, beta: float, rounding: str) 
     e = lut_lookup(np.clip(scaled + EXP_INPUT_ZERO, -32768, 32767), table[0])
     total = wrap_int32(e.sum(axis=-1, keepdims=True))
     zeros = 32 - np.frexp(total.astype(np.float64))[1].astype(np.int64)  # total > 0
-    shifted = ((total << (zeros - 1)) + (1 << 13)) >> 14
+    shifted = shift_right_round_half_up(total << (zeros - 1), 14)
     r = lut_lookup(np.clip(shifted - RECIPROCAL_OFFSET, -32768, 32767), table[1])
     right = 31 - zeros
-    y = (e * r + (np.int64(1) << (right - 1))) >> right
+    y = shift_right_round_half_up(e * r, right)
     return np.moveaxis(np.clip(y, 0, 32767).astype(np.int16), -1, axis)
 
 
@@ -120,7 +124,7 @@ def _te_lookup(table, row: int, v):
     index = (_i64(256) + (v >> _i64(7))).astype("int32")
     base = table[row, index].astype("int64")
     slope = _te_wrap16(table[row, index + 1].astype("int64") - base)
-    return _te_wrap16(base + ((slope * (v & _i64(127)) + _i64(64)) >> _i64(7)))
+    return _te_wrap16(base + te_shift_right_round_half_up(slope * (v & _i64(127)), 7))
 
 
 def _te_clamp16(v):
@@ -149,15 +153,15 @@ def legalize(bb: Any, call: Any, attrs: dict, rows, leading_zeros) -> Any:
 
         def reciprocal(*i):
             z = zeros(*i).astype("int64")
-            t = ((total(*i).astype("int32").astype("int64") << (z - _i64(1))) + _i64(1 << 13)) \
-                >> _i64(14)
+            t = te_shift_right_round_half_up(
+                total(*i).astype("int32").astype("int64") << (z - _i64(1)), 14)
             return _te_lookup(table, 1, _te_clamp16(t - _i64(RECIPROCAL_OFFSET)))
 
         r = te.compute(kept, reciprocal, name="reciprocal")
 
         def out(*idx):
             right = _i64(31) - zeros(*at(idx, 0)).astype("int64")
-            y = (e(*idx) * r(*at(idx, 0)) + (_i64(1) << (right - _i64(1)))) >> right
+            y = te_shift_right_round_half_up(e(*idx) * r(*at(idx, 0)), right)
             return tirx.max(tirx.min(y, _i64(32767)), _i64(0)).astype("int16")
 
         return te.compute(shape, out, name="softmax")

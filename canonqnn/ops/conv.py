@@ -33,12 +33,12 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, topi
-from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from ..qparams import QParams, accumulator_multiplier
 from . import _dot
 from ._dtypes import check_sixteen_bit
-from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ._q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, register
-from ._requant import requant_accumulator, te_requant_accumulator
+from ._requant import channel_multipliers, requant_channels, te_requant_channel
 
 ATTRS = ("x_scale", "x_zp", "out_scale", "out_zp", "strides", "padding", "dilation", "groups",
          "act_min", "act_max", "rounding", "out_dtype", "source_dtype")
@@ -71,11 +71,12 @@ def q31_real_multiplier(a: dict[str, Any], w_scale: np.ndarray, channels: int) -
     return np.float64(xs) * ws.astype(np.float64) / ys
 
 
-def q31_multipliers(a: dict[str, Any], w_scale: np.ndarray, channels: int):
-    """``(m[o], shift[o])`` int32 arrays: TFLite ``QuantizeMultiplier`` of the real multipliers
-    (with the single-rounding build's shift cap under ``q31_single``)."""
-    return quantize_multipliers(q31_real_multiplier(a, w_scale, channels),
-                                single_rounding=a["rounding"] == "q31_single")
+def requant_multipliers(a: dict[str, Any], w_scale: np.ndarray,
+                        channels: int) -> tuple[str, np.ndarray]:
+    """``(kind, table)`` of the requantization (``_requant.channel_multipliers``): under a Q31
+    rounding, TFLite's ``QuantizeMultiplier`` of the real multipliers, ``[m[o], shift[o]]``."""
+    return channel_multipliers(a["rounding"], lambda: multiplier(a, w_scale, channels),
+                               lambda: q31_real_multiplier(a, w_scale, channels))
 
 
 def reference(x, w, bias, w_scale, w_zp, **a) -> np.ndarray:
@@ -100,12 +101,7 @@ def reference(x, w, bias, w_scale, w_zp, **a) -> np.ndarray:
     acc = (acc + bias.astype(np.int64)[None, :, None, None]).astype(accumulator)
     if a["out_dtype"] == "int32":
         return acc
-    if a["rounding"] in Q31_ROUNDINGS:
-        m, shift = q31_multipliers(a, w_scale, o)
-        return requant_q31(acc, m[None, :, None, None], shift[None, :, None, None], a["out_zp"],
-                           a["act_min"], a["act_max"], a["rounding"], a["out_dtype"], accumulator)
-    m = multiplier(a, w_scale, o)[None, :, None, None]
-    return requant_accumulator(acc, m, a["out_zp"], a["act_min"], a["act_max"])
+    return requant_channels(acc, *requant_multipliers(a, w_scale, o), a, accumulator, axis=1)
 
 
 def _legalize(bb: Any, call: Any) -> Any:
@@ -115,19 +111,9 @@ def _legalize(bb: Any, call: Any) -> Any:
     accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
     wzp = _tvm.const_value(w_zp)
     symmetric = not np.any(wzp)
-    q31 = a["rounding"] in Q31_ROUNDINGS
-    if q31:  # int32 multiplier and shift per channel
-        m, shift = q31_multipliers(a, _tvm.const_value(w_scale), o)
-        mult = _tvm.const(np.stack([m, shift]), "int32")
-    else:
-        mult = _tvm.const(multiplier(a, _tvm.const_value(w_scale), o), "float32")
+    kind, table = requant_multipliers(a, _tvm.const_value(w_scale), o)
+    mult = _tvm.const(table, str(table.dtype))
     wzp_const = _tvm.const(np.broadcast_to(wzp, (o,)).astype(np.int32), "int32")
-
-    def requant(acc, mult, oo):
-        if q31:
-            return te_requant_q31(acc, mult[0, oo], mult[1, oo], a["out_zp"], a["act_min"],
-                                  a["act_max"], a["rounding"], a["out_dtype"], accumulator)
-        return te_requant_accumulator(acc, mult[oo], a["out_zp"], a["act_min"], a["act_max"])
 
     _, _, h, wd = _tvm.shape_of(x)
     _, cg, kh, kw = _tvm.shape_of(w)
@@ -183,8 +169,8 @@ def _legalize(bb: Any, call: Any) -> Any:
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda nn, oo, i, j: acc(nn, oo, i, j) + bias[oo],
                               name="conv2d_acc")
-        return te.compute(shape, lambda nn, oo, i, j: requant(
-            acc(nn, oo, i, j) + bias[oo], mult, oo), name="requant")
+        return te.compute(shape, lambda nn, oo, i, j: te_requant_channel(
+            acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 
@@ -247,6 +233,8 @@ CONV2D = register(CanonicalOp(
                 "int16 with out_dtype int16 and zero points 0, bias int32 or int64 (the "
                 "accumulator's type)",
     roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
+    absorbs_clamp=True,
+    absorbs_table=True,
 ))
 
 
@@ -270,7 +258,7 @@ def conv2d(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QParams, out_q
     check_sixteen_bit(
         "conv2d", _tvm.dtype_of(x), out_qp.dtype, accumulator, rounding,
         dict(x_zp=x_qp.scalar_zp, w_zp=w_qp.zero_point, out_zp=out_qp.scalar_zp),
-        shifts=q31_multipliers(attrs, w_qp.scale, o)[1] if accumulator == "int64" and
+        shifts=requant_multipliers(attrs, w_qp.scale, o)[1][1] if accumulator == "int64" and
         rounding in Q31_ROUNDINGS else None)
     return CONV2D.call(
         [x, w, _tvm.const(np.asarray(bias, accumulator).reshape(o), accumulator),

@@ -253,6 +253,8 @@ CONV2D_TRANSPOSE = register(CanonicalOp(
                 "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
                 "output size >= 1",
     roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
+    absorbs_clamp=True,
+    absorbs_table=True,
 ))
 
 

@@ -59,10 +59,12 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..errors import InvalidQuantizationError
+from ..numerics.arithmetic import fma_f32, shift_right_round_half_up
 from ..qparams import (TFLITE_ADD_LEFT_SHIFT, TFLITE_ADD_LEFT_SHIFT_INT16,
                        TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT, QParams, tflite_add_multipliers,
                        tflite_mul_multiplier, tflite_squared_difference_multipliers,
                        xnnpack_add_multipliers)
+from ._arithmetic import te_fma
 from ._dtypes import check_sixteen_bit
 from ._q31 import (Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31,
                    te_multiply_by_quantized_multiplier, te_requant_q31)
@@ -89,24 +91,6 @@ def a_is_span_scalar(a_shape, b_shape) -> bool:
         if max(da, db) > 1:
             return da == 1 and db > 1
     return False
-
-
-def fma_f32(a, b, c) -> np.ndarray:
-    """float32 fused multiply-add (one rounding), exact via a round-to-odd float64 sum."""
-    a, b, c = (np.asarray(v, F32).astype(np.float64) for v in (a, b, c))
-    p = a * b  # exact: 24 + 24 bits
-    s = p + c
-    bb = s - p
-    err = (p - (s - bb)) + (c - bb)
-    s, err = np.broadcast_arrays(s, err)
-    s = np.array(s)
-    inexact_even = (err != 0) & ((s.view(np.uint64) & 1) == 0)
-    s = np.where(inexact_even, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)), s)
-    return s.astype(F32)
-
-
-def _te_fma(a, b, c):
-    return tirx.call_llvm_pure_intrin("float32", "llvm.fma.f32", a, b, c)
 
 
 def _f(value: float):
@@ -142,9 +126,9 @@ def add_reference(x, y, **a) -> np.ndarray:
         return _add_sub_q31_reference(x, y, 1, a)
     if a["rounding"] == "xnnpack":
         ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
-        acc = ((x.astype(np.int64) - a["a_zp"]) * ma + (y.astype(np.int64) - a["b_zp"]) * mb
-               + (1 << (shift - 1)))
-        return np.clip((acc >> shift) + a["out_zp"], a["act_min"], a["act_max"]).astype(np.int8)
+        acc = (x.astype(np.int64) - a["a_zp"]) * ma + (y.astype(np.int64) - a["b_zp"]) * mb
+        out = shift_right_round_half_up(acc, shift) + a["out_zp"]
+        return np.clip(out, a["act_min"], a["act_max"]).astype(np.int8)
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = _add_constants(a)
     xf, yf = (x.astype(np.int32) + o).astype(F32), (y.astype(np.int32) + o).astype(F32)
@@ -195,9 +179,9 @@ def _add_legalize(bb: Any, call: Any) -> Any:
         xf = (xv.astype("int32") + o).astype("float32")
         yf = (yv.astype("int32") + o).astype("float32")
         if a_first:
-            t = _te_fma(xf, ra, _te_fma(yf, rb, fixed))
+            t = te_fma(xf, ra, te_fma(yf, rb, fixed))
         else:
-            t = _te_fma(yf, rb, _te_fma(xf, ra, fixed))
+            t = te_fma(yf, rb, te_fma(xf, ra, fixed))
         return _te_round_clamp(t, a, o)
 
     return bb.call_te(_broadcast_compute("add", elem), call.args[0], call.args[1],
@@ -206,7 +190,9 @@ def _add_legalize(bb: Any, call: Any) -> Any:
 
 def _add_xnnpack_legalize(bb: Any, call: Any, a: dict) -> Any:
     ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
-    fixed = (1 << (shift - 1)) - ma * a["a_zp"] - mb * a["b_zp"]  # |acc| < 2^31 (qparams)
+    # te_shift_right_round_half_up with its rounding constant and both zero points folded into
+    # one int32 constant (|acc| < 2^31: qparams)
+    fixed = (1 << (shift - 1)) - ma * a["a_zp"] - mb * a["b_zp"]
 
     def elem(xv, yv):
         acc = xv.astype("int32") * _i32(ma) + yv.astype("int32") * _i32(mb) + _i32(fixed)
@@ -268,6 +254,8 @@ ADD = register(CanonicalOp(
                 "xnnpack: max(a_scale, b_scale) / out_scale in [2^-10, 2^8) (as XNNPACK)",
     family="elementwise",
     roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
+    absorbs_clamp=True,
+    absorbs_table=True,
 ))
 
 MUL = register(CanonicalOp(
@@ -279,6 +267,8 @@ MUL = register(CanonicalOp(
     constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
     family="elementwise",
     roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
+    absorbs_clamp=True,
+    absorbs_table=True,
 ))
 
 # ---------------------------------------------------------------- sub
@@ -328,6 +318,8 @@ SUB = register(CanonicalOp(
                 "< 2^20 * out_scale (as TFLite)",
     family="elementwise",
     roundings=("rne_f32",) + Q31_ROUNDINGS,
+    absorbs_clamp=True,
+    absorbs_table=True,
 ))
 
 

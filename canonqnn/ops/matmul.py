@@ -52,9 +52,9 @@ from . import _dot
 # UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
 from ._dot import UINT8_SHIFT, broadcast_index
 from ._dtypes import check_sixteen_bit
-from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ._q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, UnsupportedRounding, register
-from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
+from ._requant import channel_multipliers, requant_channels, te_requant_channel
 
 ATTRS = ("a_scale", "a_zp", "alpha", "out_scale", "out_zp", "act_min", "act_max", "rounding",
          "out_dtype", "accumulate", "source_op")
@@ -90,31 +90,14 @@ def q31_real_multiplier(a: dict[str, Any], b_scale: np.ndarray, n: int) -> np.nd
 
 def _rounds_in_double(a: dict[str, Any]) -> bool:
     """FULLY_CONNECTED under q31_double: round_half_away(f64(acc) * M), no Q31 multiplier."""
-    return a["source_op"] == "fully_connected" and a["rounding"] == "q31_double"
+    return a["rounding"] == "q31_double" and a["source_op"] == "fully_connected"
 
 
-def requant_f64_away(acc, real, zp: int, act_min: int, act_max: int,
-                     out_dtype: str = "int8") -> np.ndarray:
-    """``clamp(round_half_away(f64(acc) * real) + zp, act_min, act_max)`` (``real`` float64;
-    ``f64(acc)`` is exact for the int64 accumulators of 16x8 layers below 2^53)."""
-    v = np.asarray(acc).astype(np.float64) * np.asarray(real, np.float64)
-    whole = np.trunc(v)
-    r = whole + np.where(np.abs(v - whole) >= 0.5, np.sign(v), 0.0)
-    return (np.clip(r, act_min - zp, act_max - zp).astype(np.int32) + zp).astype(out_dtype)
-
-
-def te_requant_f64_away(acc, real, zp: int, act_min: int, act_max: int, out_dtype: str = "int8"):
-    """TE twin of ``requant_f64_away`` for one int32 (int64) element (``real`` a float64
-    load)."""
-    v = te_no_contract(acc.astype("float64") * real, "float64")
-    whole = tirx.trunc(v)
-    half = tirx.const(0.5, "float64")
-    step = tirx.Select(v < tirx.const(0.0, "float64"), tirx.const(-1.0, "float64"),
-                       tirx.const(1.0, "float64"))
-    r = whole + tirx.Select(tirx.abs(v - whole) >= half, step, tirx.const(0.0, "float64"))
-    r = te.max(te.min(r, tirx.const(float(act_max - zp), "float64")),
-               tirx.const(float(act_min - zp), "float64"))
-    return (r.astype("int32") + zp).astype(out_dtype)
+def requant_multipliers(a: dict[str, Any], b_scale: np.ndarray,
+                        n: int) -> tuple[str, np.ndarray]:
+    """``(kind, table)`` of the requantization (``_requant.channel_multipliers``)."""
+    return channel_multipliers(a["rounding"], lambda: multiplier(a, b_scale, n),
+                               lambda: q31_real_multiplier(a, b_scale, n), _rounds_in_double(a))
 
 
 def _pair_saturated_products(a_q, b_q) -> np.ndarray:
@@ -148,16 +131,8 @@ def reference(a_q, b_q, bias, b_scale, b_zp, **a) -> np.ndarray:
     acc = (acc + bias.astype(np.int64)).astype(accumulator)
     if a["out_dtype"] == "int32":
         return acc
-    if a["rounding"] in Q31_ROUNDINGS:
-        real = q31_real_multiplier(a, b_scale, n)
-        if _rounds_in_double(a):
-            return requant_f64_away(acc, real, a["out_zp"], a["act_min"], a["act_max"],
-                                    a["out_dtype"])
-        m, shift = quantize_multipliers(real, single_rounding=a["rounding"] == "q31_single")
-        return requant_q31(acc, m, shift, a["out_zp"], a["act_min"], a["act_max"],
-                           a["rounding"], a["out_dtype"], accumulator)
-    return requant_accumulator(acc, multiplier(a, b_scale, n), a["out_zp"], a["act_min"],
-                               a["act_max"])
+    return requant_channels(acc, *requant_multipliers(a, b_scale, n), a, accumulator,
+                            axis=acc.ndim - 1)
 
 
 def _operand_index(idx: tuple, shape: tuple[int, ...]) -> list:
@@ -231,27 +206,11 @@ def _legalize(bb: Any, call: Any) -> Any:
     accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
     bzp = _tvm.const_value(b_zp)
     symmetric = not np.any(bzp)
-    q31 = a["rounding"] in Q31_ROUNDINGS
-    if q31 and _rounds_in_double(a):
-        mult = _tvm.const(q31_real_multiplier(a, _tvm.const_value(b_scale), n), "float64")
-    elif q31:  # int32 multiplier and shift per column
-        m, shift = quantize_multipliers(q31_real_multiplier(a, _tvm.const_value(b_scale), n),
-                                        single_rounding=a["rounding"] == "q31_single")
-        mult = _tvm.const(np.stack([m, shift]), "int32")
-    else:
-        mult = _tvm.const(multiplier(a, _tvm.const_value(b_scale), n), "float32")
+    kind, table = requant_multipliers(a, _tvm.const_value(b_scale), n)
+    mult = _tvm.const(table, str(table.dtype))
     bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
     accumulate = (_pair_saturated_accumulator if a.get("accumulate") == "u8s8_pair_sat16"
                   else _exact_accumulator)
-
-    def requant(v, mult, col):
-        lo, hi, zp, out_dtype = a["act_min"], a["act_max"], a["out_zp"], a["out_dtype"]
-        if q31 and _rounds_in_double(a):
-            return te_requant_f64_away(v, mult[col], zp, lo, hi, out_dtype)
-        if q31:
-            return te_requant_q31(v, mult[0, col], mult[1, col], zp, lo, hi, a["rounding"],
-                                  out_dtype, accumulator)
-        return te_requant_accumulator(v, mult[col], zp, lo, hi)
 
     isa = _packed_isa(a, call, accumulator)
     constant_b = _constant_b(a, call, bzp, isa) if isa is not None else None
@@ -281,8 +240,8 @@ def _legalize(bb: Any, call: Any) -> Any:
                              accumulator)
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
-        return te.compute(shape, lambda *idx: requant(acc(*idx) + bias[idx[-1]], mult, idx[-1]),
-                          name="requant")
+        return te.compute(shape, lambda *idx: te_requant_channel(
+            acc(*idx) + bias[idx[-1]], kind, mult, idx[-1], a, accumulator), name="requant")
 
     return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
                       primfunc_name_hint="canonqnn_matmul")
@@ -332,6 +291,8 @@ MATMUL = register(CanonicalOp(
                 "with out_dtype int16 and zero points 0, bias int32 or int64 (the "
                 "accumulator's type)",
     roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
+    absorbs_clamp=True,
+    absorbs_table=True,
 ))
 
 

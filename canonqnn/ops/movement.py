@@ -32,8 +32,10 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx, topi
+from ..numerics.arithmetic import round_half_away
 from ..qparams import (QParams, activation_range, tflite_concat_scaling,
                        tflite_requantize_multiplier)
+from ._arithmetic import te_round_half_away
 from ._dtypes import INT16_UNDER_Q31, check_activation_dtype, input_type
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -334,19 +336,13 @@ _INT8_RESCALE = ("TFLite's int8 CONCATENATION requires every input to have the o
 _RESCALE_LIMIT = 1024.0
 
 
-def _round_half_away(t: np.ndarray) -> np.ndarray:
-    """std::round on float32 values, exactly (``t - trunc(t)`` is exact)."""
-    whole = np.trunc(t)
-    return whole + np.where(np.abs(t - whole) >= F32(0.5), np.sign(t), F32(0))
-
-
 def _tflite_rescale(x, in_scale, in_zp, out_scale, out_zp, source_dtype) -> np.ndarray:
     if source_dtype != "uint8":
         raise UnsupportedRounding(_INT8_RESCALE)
     k, c = tflite_concat_scaling(in_scale, in_zp + 128, out_scale)
     u = (x.astype(np.int32) + 128).astype(F32)
     t = np.clip(((u * k).astype(F32) + c).astype(F32), -_RESCALE_LIMIT, _RESCALE_LIMIT)
-    v = _round_half_away(t).astype(np.int32) + out_zp + 128
+    v = round_half_away(t).astype(np.int32) + out_zp + 128
     return (np.clip(v, 0, 255) - 128).astype(np.int8)
 
 
@@ -360,11 +356,7 @@ def _te_tflite_rescale(q, in_scale, in_zp, out_scale, out_zp, source_dtype):
     t = te_no_contract(u * tirx.const(float(k), "float32")) + tirx.const(float(c), "float32")
     t = te.max(te.min(t, tirx.const(_RESCALE_LIMIT, "float32")),
                tirx.const(-_RESCALE_LIMIT, "float32"))
-    whole = tirx.trunc(t)
-    half = tirx.const(0.5, "float32")
-    step = tirx.Select(tirx.abs(t - whole) >= half,
-                       tirx.Select(t > tirx.const(0.0, "float32"), _i32(1), _i32(-1)), _i32(0))
-    v = whole.astype("int32") + step + _i32(out_zp + 128)
+    v = te_round_half_away(t).astype("int32") + _i32(out_zp + 128)
     return (te.max(te.min(v, _i32(255)), _i32(0)) - _i32(128)).astype("int8")
 
 

@@ -48,7 +48,9 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx, topi
+from ..numerics.arithmetic import divide_round_half_away
 from ..qparams import QParams, activation_range, mean_multiplier
+from ._arithmetic import te_divide_round_half_away
 from ._dtypes import check_activation_dtype
 from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -68,17 +70,14 @@ def rounded_average(acc, count, source_dtype: str) -> np.ndarray:
     acc, count = np.asarray(acc, np.int64), np.asarray(count, np.int64)
     if source_dtype == "uint8":
         return (acc + count // 2) // count
-    half = np.where(acc > 0, count // 2, -(count // 2))
-    num = acc + half
-    return np.sign(num) * (np.abs(num) // count)
+    return divide_round_half_away(acc, count)
 
 
 def te_rounded_average(acc, count, source_dtype: str):
     """TE twin of ``rounded_average`` (int32 ``acc`` and ``count``)."""
-    half = tirx.floordiv(count, 2)
     if source_dtype == "uint8":
-        return tirx.floordiv(acc + half, count)
-    return tirx.truncdiv(tirx.Select(acc > 0, acc + half, acc - half), count)
+        return tirx.floordiv(acc + tirx.floordiv(count, 2), count)
+    return te_divide_round_half_away(acc, count)
 
 
 def q31_mean_multiplier(a: dict, count: int) -> tuple[int, int]:
@@ -197,6 +196,7 @@ GLOBAL_AVG_POOL2D = register(CanonicalOp(
                 "equal parameters); x int16 (TFLite 16x8 MEAN, zero points 0): int16 out",
     family="pool",
     roundings=(*ROUNDINGS, "xnnpack"),
+    absorbs_clamp=True,
 ))
 
 
@@ -364,6 +364,7 @@ AVG_POOL2D = register(CanonicalOp(
                 "input and output parameters, count_include_pad false",
     family="pool",
     roundings=ROUNDINGS,
+    absorbs_clamp=True,
 ))
 
 
@@ -699,6 +700,7 @@ REDUCE_MEAN = register(CanonicalOp(
                 "roundings, zero points 0): int16 out",
     family="pool",
     roundings=ROUNDINGS,
+    absorbs_clamp=True,
 ))
 
 

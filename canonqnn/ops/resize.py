@@ -58,7 +58,9 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
+from ..numerics.arithmetic import divide_round_half_away, round_half_away, trunc_div
 from ..qparams import QParams
+from ._arithmetic import te_divide_round_half_away, te_round_half_away
 from ._q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import (requant_accumulator, requant_via_real, te_no_contract,
@@ -104,10 +106,6 @@ def source_coordinate(mode: str, o: int, in_len: int, out_len: int) -> np.float3
     raise ValueError(f"resize2d: coordinate_transformation_mode {mode!r} is not supported")
 
 
-def _round_half_away(c: np.float32) -> int:
-    return int(np.copysign(np.floor(abs(float(c)) + 0.5), float(c)))
-
-
 def nearest_indices(in_len: int, out_len: int, mode: str, nearest_mode: str) -> np.ndarray:
     """The input index each output index copies."""
     out = []
@@ -118,10 +116,10 @@ def nearest_indices(in_len: int, out_len: int, mode: str, nearest_mode: str) -> 
         elif nearest_mode == "ceil":
             i = int(np.ceil(c))
         elif nearest_mode == "round_prefer_ceil":
-            i = _round_half_away(c)
+            i = int(round_half_away(c))
         elif nearest_mode == "round_prefer_floor":
             # onnxruntime tests for a half with a truncation (toward zero) plus 0.5
-            i = int(np.floor(c)) if c == F32(F32(int(c)) + F32(0.5)) else _round_half_away(c)
+            i = int(np.floor(c)) if c == F32(F32(int(c)) + F32(0.5)) else int(round_half_away(c))
         else:
             raise ValueError(f"resize2d: nearest_mode {nearest_mode!r} is not supported")
         out.append(min(max(i, 0), in_len - 1))
@@ -222,7 +220,7 @@ def tflite_nearest_indices(in_len: int, out_len: int, align_corners: bool,
     out = []
     for o in range(out_len):
         v = F32(F32(F32(o) + offset) * scale)
-        i = _round_half_away(v) if align_corners else int(np.floor(v))
+        i = int(round_half_away(v)) if align_corners else int(np.floor(v))
         i = min(i, in_len - 1)
         out.append(max(i, 0) if half_pixel_centers else i)
     return np.array(out, np.int32)
@@ -236,9 +234,8 @@ def tflite_fixed_taps(in_len: int, out_len: int, align_corners: bool,
     else:
         s10 = (1024 * in_len + out_len // 2) // out_len
     v = np.arange(out_len, dtype=np.int64) * s10 + (s10 // 2 - 512 if half_pixel_centers else 0)
-    trunc = lambda n: np.sign(n) * (np.abs(n) // 1024)  # noqa: E731  (C division)
-    lo = np.maximum(trunc(v), 0)
-    hi = np.minimum(trunc(v + 1023), in_len - 1)
+    lo = np.maximum(trunc_div(v, 1024), 0)
+    hi = np.minimum(trunc_div(v + 1023, 1024), in_len - 1)
     return lo.astype(np.int32), hi.astype(np.int32), (v - 1024 * lo).astype(np.int32)
 
 
@@ -258,12 +255,6 @@ def tflite_float_taps(in_len: int, out_len: int, align_corners: bool,
     return lo, hi, f, (F32(1) - f).astype(F32)
 
 
-def round_half_away_f32(t: np.ndarray) -> np.ndarray:
-    """std::round of float32 values (exact: the fraction t - floor(t) is representable)."""
-    fl = np.floor(t)
-    return (fl + ((t - fl) >= F32(0.5))).astype(np.int64)
-
-
 def _reference_q31(x, a: dict) -> np.ndarray:
     (oh, ow), (h, w) = a["size"], x.shape[2:]
     ac, hpc = tflite_flags(a)
@@ -281,7 +272,7 @@ def _reference_q31(x, a: dict) -> np.ndarray:
             v = u[:, :, rows][:, :, :, cols]
             term = ((v * wy[:, None]).astype(F32) * wx[None, :]).astype(F32)
             t = term if t is None else (t + term).astype(F32)
-        y = round_half_away_f32(t) - 128
+        y = round_half_away(t).astype(np.int64) - 128
     else:
         y1, y2, dy = (v.astype(np.int64) for v in tflite_fixed_taps(h, oh, ac, hpc))
         x1, x2, dx = (v.astype(np.int64) for v in tflite_fixed_taps(w, ow, ac, hpc))
@@ -290,8 +281,7 @@ def _reference_q31(x, a: dict) -> np.ndarray:
         for rows, cols, wy, wx in ((y1, x1, 1024 - dy, 1024 - dx), (y2, x1, dy, 1024 - dx),
                                    (y1, x2, 1024 - dy, dx), (y2, x2, dy, dx)):
             t = t + xs[:, :, rows][:, :, :, cols] * wy[:, None] * wx[None, :]
-        t = t + np.where(t > 0, 1 << 19, -(1 << 19))
-        y = np.sign(t) * (np.abs(t) // (1 << 20))
+        y = divide_round_half_away(t, 1 << 20)
     return np.clip(y, a["act_min"], a["act_max"]).astype(np.int8)
 
 
@@ -322,9 +312,7 @@ def _legalize_q31(bb: Any, call: Any, a: dict) -> Any:
                     # both products rounded on their own, as TFLite's (non-FMA) build does
                     term = te_no_contract(te_no_contract(u * wy[i]) * wx[j])
                     t = term if t is None else t + term
-                fl = tirx.floor(t)
-                r = fl.astype("int32") + tirx.Select(t - fl >= _f(0.5), 1, 0)
-                return _te_clamp(r - 128, a)
+                return _te_clamp(te_round_half_away(t).astype("int32") - 128, a)
             return te.compute(shape, value, name="resize_bilinear")
 
         return bb.call_te(interpolate_float, call.args[0], *taps,
@@ -341,9 +329,7 @@ def _legalize_q31(bb: Any, call: Any, a: dict) -> Any:
                                      (y1, x2, wy1, wx2), (y2, x2, wy2, wx2)):
                 term = x[b, ch, row[i], col[j]].astype("int64") * wy * wx
                 t = term if t is None else t + term
-            half = tirx.const(1 << 19, "int64")
-            r = tirx.truncdiv(tirx.Select(t > tirx.const(0, "int64"), t + half, t - half),
-                              tirx.const(1 << 20, "int64"))
+            r = te_divide_round_half_away(t, tirx.const(1 << 20, "int64"))
             return _te_clamp(r.astype("int32"), a)
         return te.compute(shape, value, name="resize_bilinear")
 
@@ -426,6 +412,7 @@ RESIZE2D = register(CanonicalOp(
                 "parameters, the coordinate attributes TFLite's flags map to",
     family="resize",
     roundings=ROUNDINGS,
+    absorbs_clamp=True,
 ))
 
 

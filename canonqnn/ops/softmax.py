@@ -29,9 +29,6 @@ int16 (TFLite 16x8 SOFTMAX, Q31 roundings, zero points 0, Q0.15 output): ``_soft
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import math
 from typing import Any
 
@@ -39,10 +36,11 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
+from ..numerics.arithmetic import float32_library_function, rounding_divide_by_pot, trunc_div
 from ..qparams import QParams, quantize_multiplier
+from ._arithmetic import te_rounding_divide_by_pot
 from ._q31 import (INT32_MAX, INT32_MIN, Q31_ROUNDINGS, multiply_by_quantized_multiplier,
-                   rounding_divide_by_pot, srdhm, te_rounding_divide_by_pot, te_srdhm,
-                   wrap_int32)
+                   saturating_rounding_multiply_by_pot, srdhm, te_srdhm, wrap_int32)
 from . import _softmax_int16
 from ._dtypes import check_activation_dtype
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -56,27 +54,15 @@ UINT32_SPAN = 2 ** 32
 
 
 # ---------------------------------------------------------------- the exp table
-@functools.cache
-def c_logf():
-    """The C library's ``logf`` (None if ctypes cannot find one): onnxruntime calls it, and it
-    is not correctly rounded (glibc 2.36 differs from the correctly rounded float32 log for 53
-    of the row lengths up to 3e6, the first at 60594, where onnxruntime follows glibc)."""
-    for name in ("libm.so.6", "libm.dylib", None):
-        name = name or ctypes.util.find_library("m")  # (runs ldconfig: last resort)
-        try:
-            logf = ctypes.CDLL(name).logf
-        except (OSError, AttributeError, TypeError):
-            continue
-        logf.restype, logf.argtypes = ctypes.c_float, [ctypes.c_float]
-        return logf
-    return None
+# The C library's logf, as onnxruntime calls it: glibc 2.36's differs from the correctly rounded
+# float32 log for 53 of the row lengths up to 3e6, the first at 60594, where onnxruntime follows
+# glibc.
+_c_logf = float32_library_function("logf", math.log)
 
 
 def _logf(value: np.float32) -> float:
-    logf = c_logf()
-    if logf is not None:
-        return float(F32(logf(float(value))))
-    return float(F32(math.log(float(value))))  # correctly rounded: rare 1-ulp differences
+    """``logf`` of one float32 value (the C library's, else the correctly rounded one)."""
+    return float(_c_logf(value))
 
 
 def exp_table(in_scale: float, row_length: int) -> np.ndarray:
@@ -213,14 +199,6 @@ ONE_THIRD = 715827883  # Q0.31
 FORTY_EIGHT_SEVENTEENTHS, MINUS_THIRTY_TWO_SEVENTEENTHS = 1515870810, -1010580540  # Q2.29
 
 
-def _saturating_shift_left(x, exponent: int) -> np.ndarray:
-    """gemmlowp ``SaturatingRoundingMultiplyByPOT`` for ``exponent > 0``: ``x * 2^exponent``
-    saturated to int32."""
-    x = np.asarray(x, np.int64)
-    limit = (1 << (31 - exponent)) - 1
-    return np.where(x > limit, INT32_MAX, np.where(x < -limit, INT32_MIN, x << exponent))
-
-
 def _exp_on_last_quarter(a) -> np.ndarray:
     """gemmlowp ``exp_on_interval_between_negative_one_quarter_and_0_excl`` (Q0.31 in and out):
     exp(-1/8) times a 4th-order Taylor polynomial around -1/8."""
@@ -238,7 +216,8 @@ def exp_on_negative_values(a) -> np.ndarray:
     a = np.asarray(a, np.int64)
     quarter = 1 << (31 - SCALED_DIFF_INTEGER_BITS - 2)
     shifted = wrap_int32((a & (quarter - 1)) - quarter)  # a mod 1/4, minus 1/4: in [-1/4, 0)
-    result = _exp_on_last_quarter(_saturating_shift_left(shifted, SCALED_DIFF_INTEGER_BITS))
+    result = _exp_on_last_quarter(saturating_rounding_multiply_by_pot(
+        shifted, SCALED_DIFF_INTEGER_BITS))
     remainder = wrap_int32(shifted - a)
     for power, multiplier in EXP_OF_MINUS_POWERS:
         bit = 1 << (31 - SCALED_DIFF_INTEGER_BITS + power)
@@ -250,12 +229,12 @@ def _one_over_one_plus_x(a) -> np.ndarray:
     """gemmlowp ``one_over_one_plus_x_for_x_in_0_1`` (Q0.31 in and out): three Newton-Raphson
     steps from 48/17 - 32/17 * d on the half denominator d = (1 + x) / 2."""
     total = np.asarray(a, np.int64) + INT32_MAX
-    half = np.where(total >= 0, (total + 1) // 2, -((1 - total) // 2))  # C: (t + sign) / 2
+    half = trunc_div(total + np.where(total >= 0, 1, -1), 2)  # C: (t + sign) / 2
     x = wrap_int32(FORTY_EIGHT_SEVENTEENTHS + srdhm(half, MINUS_THIRTY_TWO_SEVENTEENTHS))
     for _ in range(3):
         one_minus = wrap_int32((1 << 29) - srdhm(half, x))
-        x = wrap_int32(x + _saturating_shift_left(srdhm(x, one_minus), 2))
-    return _saturating_shift_left(x, 1)
+        x = wrap_int32(x + saturating_rounding_multiply_by_pot(srdhm(x, one_minus), 2))
+    return saturating_rounding_multiply_by_pot(x, 1)
 
 
 def q31_input_multiplier(in_scale: float, beta: float, rounding: str) -> tuple[int, int, int]:
@@ -324,6 +303,7 @@ def _te_wrap(value_int64):
 
 
 def _te_saturating_shift_left(x, exponent: int):
+    """TE twin of ``_q31.saturating_rounding_multiply_by_pot`` for ``exponent > 0`` (int32)."""
     limit = (1 << (31 - exponent)) - 1
     shifted = _te_wrap(x.astype("int64") * tirx.const(1 << exponent, "int64"))
     return tirx.Select(x > _i32(limit), _i32(INT32_MAX),

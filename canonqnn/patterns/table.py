@@ -14,13 +14,13 @@ from typing import Any
 
 from .. import _tvm
 from ..ops import PREFIX as OP_PREFIX
-from ..ops import REGISTRY
+from ..ops import REGISTRY, absorbing
 from .params import OpParams, params_of, with_epilogue
 
 PREFIX = "canonqnn"   # pattern names in TVM's registry: "canonqnn.conv2d", ...
 ROOT, EPILOGUE = "root", "epilogue"
-# Producers whose output a lookup table commonly follows (an activation in the epilogue).
-LUT_PRODUCERS = ("conv2d", "conv2d_transpose", "matmul", "add")
+# Producers a lookup table that follows them belongs to (``CanonicalOp.absorbs_table``).
+LUT_PRODUCERS = absorbing("absorbs_table")
 
 Check = Callable[[OpParams], bool]
 

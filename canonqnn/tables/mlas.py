@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._f32 import F32, f32, fma, from_bits
+from ..numerics.arithmetic import fma_f32
+from ._f32 import F32, f32, from_bits
 
 # ---------------------------------------------------------------- logistic (Sigmoid)
 # MlasComputeLogisticF32KernelFma3: x clamped to [-18, 18]; p(x)/q(x) + 1/2 with odd p and even
@@ -28,9 +29,9 @@ _LOGISTIC_Q = tuple(F32(v) for v in (6.10247389755681e-13, 5.76102136993427e-09,
 
 
 def _horner(x2: np.ndarray, coefficients) -> np.ndarray:
-    acc = fma(x2, coefficients[0], coefficients[1])
+    acc = fma_f32(x2, coefficients[0], coefficients[1])
     for c in coefficients[2:]:
-        acc = fma(x2, acc, c)
+        acc = fma_f32(x2, acc, c)
     return acc
 
 
@@ -87,7 +88,7 @@ _ROUNDING_BIAS = F32(12582912.0)  # 1.5 * 2^23: adding it rounds to an integer
 def _horner_in(t: np.ndarray, coefficients) -> np.ndarray:
     acc = np.broadcast_to(coefficients[0], t.shape).astype(F32)
     for c in coefficients[1:]:
-        acc = fma(t, acc, c)
+        acc = fma_f32(t, acc, c)
     return acc
 
 
@@ -95,13 +96,13 @@ def erf(x) -> np.ndarray:
     x = f32(x)
     a = np.minimum(np.abs(x), _ERF_UPPER)
     big = _ERF_SPLIT <= a
-    small_part = fma(a, _horner_in((a * a).astype(F32), _ERF_SMALL), a)
+    small_part = fma_f32(a, _horner_in((a * a).astype(F32), _ERF_SMALL), a)
     b = np.where(big, a, F32(0.0))
-    r = fma(b, _horner_in(b, _ERF_BIG), b)
+    r = fma_f32(b, _horner_in(b, _ERF_BIG), b)
     e = np.maximum(-r, _ERF_EXP_LOWER)
-    m = (fma(e, _LOG2E, _ROUNDING_BIAS) - _ROUNDING_BIAS).astype(F32)
-    t = fma(m, _LN2_HIGH, e)
-    t = fma(m, _LN2_LOW, t)
+    m = (fma_f32(e, _LOG2E, _ROUNDING_BIAS) - _ROUNDING_BIAS).astype(F32)
+    t = fma_f32(m, _LN2_HIGH, e)
+    t = fma_f32(m, _LN2_LOW, t)
     scale = ((m.astype(np.int32) + 127) << 23).view(F32)
     big_part = (F32(1.0) - (_horner_in(t, _ERF_EXP) * scale).astype(F32)).astype(F32)
     y = np.where(big, big_part, small_part)
@@ -123,10 +124,10 @@ _MIN_NORMAL_EXPONENT = -126 << 23
 
 def exp(x) -> np.ndarray:
     x = np.minimum(np.maximum(f32(x), _EXP_LOWER), _EXP_UPPER)
-    biased = fma(_LOG2E, x, _ROUNDING_BIAS)
+    biased = fma_f32(_LOG2E, x, _ROUNDING_BIAS)
     m = (biased - _ROUNDING_BIAS).astype(F32)
-    r = fma(m, _LN2_HIGH, x)
-    r = fma(m, _LN2_LOW, r)
+    r = fma_f32(m, _LN2_HIGH, x)
+    r = fma_f32(m, _LN2_LOW, r)
     p = _horner_in(r, _EXP_POLY)
     # (the biased value's bit pattern holds m in its low bits; shifted, m lands in the
     # exponent field, wrapping as the 32-bit vector shift does)
@@ -135,6 +136,6 @@ def exp(x) -> np.ndarray:
     normal = np.clip(exponent, _MIN_NORMAL_EXPONENT, _ONE_BITS)
     overflow = from_bits((exponent - normal + _ONE_BITS).astype(np.uint32))
     normal = from_bits((normal + _ONE_BITS).astype(np.uint32))
-    p = fma(p, (r * overflow).astype(F32), overflow)
+    p = fma_f32(p, (r * overflow).astype(F32), overflow)
     with np.errstate(over="ignore"):  # inf beyond the float32 range, as the kernel gives
         return (p * normal).astype(F32)

@@ -15,11 +15,11 @@ this source builds the table of a whole function (``KERNELS``), never evaluates 
 The float LUTs follow TFLite's ``LUTPopulate`` (``lut_float``): the input code is dequantized
 as ``f32(in_scale * f32(q - in_zp))``, transformed in float32, multiplied by ``f32(1 /
 out_scale)``, rounded half away from zero (``roundf``), offset by the zero point in float32,
-and saturated (``quantize``). The
-float32 library functions (``expf``, ``tanhf``, ``erfcf``) are the C library's own, called
-through ctypes as TFLite calls them (``c_library_function``; without one, the float64 function
-rounded to float32, which glibc's ``tanhf`` does not always equal: tests/tables/
-test_tflite_tables.py pins a table where that matters).
+and saturated (``quantize``). The float32 library functions (``expf``, ``tanhf``, ``erfcf``)
+are the C library's own, called through ctypes as TFLite calls them
+(``numerics.arithmetic.float32_library_function``; without one, the float64 function rounded
+to float32, which glibc's ``tanhf`` does not always equal: tests/tables/test_tflite_tables.py
+pins a table where that matters).
 
 uint8 tensors are held as int8 (q - 128, zp - 128). The uint8 kernels give the shifted int8
 table except where a value overflows: HARD_SWISH's int16 output arithmetic wraps at a point
@@ -31,15 +31,13 @@ Pure numpy: no TVM, no model format.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from ..ops._q31 import (INT32_MAX, multiply_by_quantized_multiplier,
+from ..numerics.arithmetic import float32_library_function, round_half_away, trunc_div
+from ..ops._q31 import (INT32_MAX, multiply_by_quantized_multiplier, reduced_multiplier,
                         saturating_rounding_multiply_by_pot, srdhm, wrap_int16, wrap_int32)
 from ..qparams import (INT8_CODES, INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, QParams,
                        quantize_multiplier)
@@ -70,7 +68,7 @@ def quantize(values, scale: float, zero_point: int, source_dtype: str = "int8") 
     shift = _UINT8_SHIFT if source_dtype == "uint8" else 0
     with np.errstate(over="ignore", invalid="ignore"):
         scaled = (f32(values) * inverse).astype(F32)
-        rounded = (np.sign(scaled) * np.floor(np.abs(scaled) + F32(0.5))).astype(F32)
+        rounded = round_half_away(scaled)  # roundf: exact, 0.49999997f gives 0
         shifted = (rounded + F32(zero_point + shift)).astype(F32)
         if source_dtype == "uint8":
             fits = (shifted >= -(2.0**31)) & (shifted < 2.0**31)  # False for NaN
@@ -80,40 +78,6 @@ def quantize(values, scale: float, zero_point: int, source_dtype: str = "int8") 
     return q.astype(np.int8)
 
 
-@functools.cache
-def c_library_function(name: str):
-    """The C library's float32 function ``name`` (``expf``, ``tanhf``, ``erfcf``) through
-    ctypes, or None. TFLite's kernels call it, and glibc's is not correctly rounded (2.36:
-    ``tanhf`` differs from the correctly rounded result on 19% of float32 inputs in
-    [1e-9, 100], ``erfcf`` on 3%, ``expf`` on 0.03%), which changes a table now and then."""
-    for lib in ("libm.so.6", "libm.dylib", None):
-        lib = lib or ctypes.util.find_library("m")  # (runs ldconfig: last resort)
-        try:
-            fn = getattr(ctypes.CDLL(lib), name)
-        except (OSError, AttributeError, TypeError):
-            continue
-        fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
-        return fn
-    return None
-
-
-def _float32_function(name: str, fallback: Callable[[float], float]) \
-        -> Callable[[np.ndarray], np.ndarray]:
-    """Elementwise float32 ``name`` from the C library, else the float64 ``fallback``
-    rounded to float32 (correctly rounded but for rare double roundings)."""
-    def f(x: np.ndarray) -> np.ndarray:
-        x = f32(x)
-        fn = c_library_function(name)
-        if fn is not None:
-            out = np.array([fn(float(v)) for v in x.reshape(-1)], F32)
-        else:
-            with np.errstate(over="ignore"):
-                out = np.array([fallback(float(v)) for v in x.reshape(-1)], np.float64) \
-                    .astype(F32)
-        return out.reshape(x.shape)
-    return f
-
-
 def _exp(x: float) -> float:
     try:
         return math.exp(x)
@@ -121,9 +85,12 @@ def _exp(x: float) -> float:
         return math.inf
 
 
-expf = _float32_function("expf", _exp)
-tanhf = _float32_function("tanhf", math.tanh)
-erfcf = _float32_function("erfcf", math.erfc)
+# TFLite's kernels call the C library's, and glibc's are not correctly rounded (2.36: ``tanhf``
+# differs from the correctly rounded result on 19% of float32 inputs in [1e-9, 100], ``erfcf``
+# on 3%, ``expf`` on 0.03%), which changes a table now and then.
+expf = float32_library_function("expf", _exp)
+tanhf = float32_library_function("tanhf", math.tanh)
+erfcf = float32_library_function("erfcf", math.erfc)
 _NEG_SQRT1_2 = F32(-0.70710678118654752440)            # static_cast<float>(-M_SQRT1_2)
 _SQRT_2_OVER_PI = F32(1.12837916709551257390 * 0.70710678118654752440)  # M_2_SQRTPI*M_SQRT1_2
 _GELU_CUBIC = F32(0.044715)
@@ -194,14 +161,14 @@ def _srdhm16(a, b) -> np.ndarray:
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
     ab = a * b
     nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    out = wrap_int16(np.trunc((ab + nudge) / (1 << 15)))  # C division truncates
+    out = wrap_int16(trunc_div(ab + nudge, 1 << 15))
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
 
 
 def _sdhm16(a, b) -> np.ndarray:
     """TFLite SaturatingDoublingHighMul (int16, truncating: SQDMULH)."""
     a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    out = wrap_int16(np.trunc((a * b) / (1 << 15)))
+    out = wrap_int16(trunc_div(a * b, 1 << 15))
     return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
 
 
@@ -220,10 +187,10 @@ def _saturating_left_shift16(x, amount: int) -> np.ndarray:
 
 
 def downscale_int32_to_int16_multiplier(m: int) -> int:
-    """TFLite DownScaleInt32ToInt16Multiplier: ``(m + 2^15) >> 16``, saturating at 32767."""
-    if m >= 2**31 - 1 - (1 << 15):
-        return INT16_MAX
-    return (m + (1 << 15)) >> 16
+    """TFLite DownScaleInt32ToInt16Multiplier: ``(m + 2^15) >> 16``, saturating at 32767 from
+    ``m >= 2^31 - 1 - 2^15``: the int64 requantization's ``reduced_multiplier``, whose cut-off
+    at 0x7FFF0000 gives the same value for every int32 ``m``."""
+    return int(reduced_multiplier(m))
 
 
 def hard_swish_params(in_qp: QParams, out_qp: QParams) -> dict[str, int]:

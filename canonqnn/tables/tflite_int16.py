@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..numerics.arithmetic import round_half_away_floor_f64
 from ..ops._q31 import wrap_int32
-from ..qparams import INT16_MAX, INT16_MIN, QParams, round_half_away
+from ..qparams import INT16_MAX, INT16_MIN, QParams
 from .onnxruntime import NotEvaluable
 
 CODES = np.arange(INT16_MIN, INT16_MAX + 1, dtype=np.int64)  # entry i holds code i - 32768
@@ -59,7 +60,7 @@ def checked_log2(x: float) -> tuple[bool, int]:
     (so scales within about 0.07% of a power of two count as that power of two)."""
     f = np.float32
     value = f(f(np.log(f(x))) * f(f(1.0) / f(np.log(f(2.0)))))
-    rounded = f(round_half_away(value))
+    rounded = f(round_half_away_floor_f64(value))
     return bool(abs(f(value - rounded)) < f(1e-3)), int(rounded)
 
 

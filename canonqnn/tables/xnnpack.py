@@ -26,7 +26,8 @@ from collections.abc import Callable
 import numpy as np
 
 from ..qparams import INT8_CODES, INT8_MAX, INT8_MIN, QParams
-from ._f32 import F32, f32, fma, from_bits
+from ..numerics.arithmetic import fma_f32
+from ._f32 import F32, f32, from_bits
 from .onnxruntime import NotEvaluable
 
 
@@ -64,9 +65,9 @@ _ONE = F32(1.0)
 def _horner(x2: np.ndarray, coefficients: tuple[int, ...], last=None) -> np.ndarray:
     """``((c0 * x2 + c1) * x2 + ...)`` with an FMA per step, ending with ``last`` if given."""
     c = [from_bits(b) for b in coefficients] + ([last] if last is not None else [])
-    p = fma(x2, c[0], c[1])
+    p = fma_f32(x2, c[0], c[1])
     for coefficient in c[2:]:
-        p = fma(x2, p, coefficient)
+        p = fma_f32(x2, p, coefficient)
     return p
 
 
@@ -77,15 +78,15 @@ def sigmoid(x) -> np.ndarray:
     k = {name: from_bits(bits) for name, bits in _SIGMOID.items()}
     z = (x.view(np.uint32) | np.uint32(0x80000000)).view(F32)  # -|x|
     with np.errstate(all="ignore"):  # below the cutoff the lanes overflow; they are replaced
-        n = fma(z, k["log2e"], k["magic_bias"])
+        n = fma_f32(z, k["log2e"], k["magic_bias"])
         s = (n.view(np.uint32) << np.uint32(23)).view(F32)      # 2^round(z * log2 e)
         n = (n - k["magic_bias"]).astype(F32)
-        t = fma(n, k["minus_ln2"], z)
-        p = fma(k["c5"], t, k["c4"])
+        t = fma_f32(n, k["minus_ln2"], z)
+        p = fma_f32(k["c5"], t, k["c4"])
         for c in ("c3", "c2", "c1"):
-            p = fma(p, t, k[c])
+            p = fma_f32(p, t, k[c])
         t = (t * s).astype(F32)
-        e = fma(t, p, s)
+        e = fma_f32(t, p, s)
         f = (e / (e + _ONE).astype(F32)).astype(F32)
     f = np.where(z < k["denorm_cutoff"], F32(0.0), f)
     return np.where(np.signbit(x), f, (_ONE - f).astype(F32)).astype(F32)
@@ -114,7 +115,7 @@ def gelu(x) -> np.ndarray:
 def hardswish(x) -> np.ndarray:
     """f32 vhswish fma3: x * min(max(fma(x, 1/6, 0.5), 0), 1)."""
     x = f32(x)
-    gate = np.minimum(np.maximum(fma(x, from_bits(_SIXTH), F32(0.5)), F32(0.0)), _ONE)
+    gate = np.minimum(np.maximum(fma_f32(x, from_bits(_SIXTH), F32(0.5)), F32(0.0)), _ONE)
     return (gate * x).astype(F32)
 
 

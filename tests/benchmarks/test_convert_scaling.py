@@ -65,7 +65,7 @@ def test_small_graph_canonicalizes_completely(family, activation):
 
 def test_main_prints_exponents(capsys, tmp_path):
     out_json = tmp_path / "scaling.json"
-    assert cs.main(["--sizes", "100,200", "--no-memory", "--repeat", "1",
+    assert cs.main(["--sizes", "60,120", "--no-memory", "--repeat", "1",
                     "--json", str(out_json)]) == 0
     printed = capsys.readouterr().out
     for family in cs.FAMILIES:

@@ -15,8 +15,9 @@ from _ort import (F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_g
                   scalar, to_int8)
 from onnx import helper
 
+from canonqnn.numerics.arithmetic import fma_f32
 from canonqnn.ops import REGISTRY, elementwise
-from canonqnn.ops.elementwise import a_is_span_scalar, fma_f32
+from canonqnn.ops.elementwise import a_is_span_scalar
 from canonqnn.qparams import QParams
 
 ORT_OP = {"add": "QLinearAdd", "mul": "QLinearMul"}

@@ -15,7 +15,7 @@ from _ort import MultiOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
 
 from canonqnn import _tvm
-from canonqnn.ops import _q31, matmul
+from canonqnn.ops import _q31, _requant, matmul
 from canonqnn.qparams import QParams, activation_bounds, quantize_multipliers
 
 ACTIVATIONS = {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0)}
@@ -187,7 +187,7 @@ def test_fully_connected_q31_double_rounds_in_double_half_away_from_zero():
     m, s = quantize_multipliers([real])
 
     def in_double(acc):
-        return matmul.requant_f64_away(acc, real, 3, -128, 127)
+        return _requant.requant_f64_away(acc, real, 3, -128, 127)
 
     def q31(rounding):
         return lambda acc: _q31.requant_q31(acc, m[0], s[0], 3, -128, 127, rounding)

@@ -14,9 +14,9 @@ from _tflite import T, run_tflite, single_op
 from tvm import relax
 
 from canonqnn import _tvm
+from canonqnn.numerics.arithmetic import fma_f32
 from canonqnn.ops import movement
 from canonqnn.ops._registry import UnsupportedRounding
-from canonqnn.ops.elementwise import fma_f32
 from canonqnn.qparams import QParams, quantize_multiplier, tflite_concat_scaling
 
 F32 = np.float32

@@ -121,7 +121,7 @@ def test_linear_interpolation_order_matches_onnxruntime_bit_for_bit(geometry):
 
 def _fused_bilinear(xf, a):
     """The same interpolation with the three additions fused into multiply-adds."""
-    from canonqnn.ops.elementwise import fma_f32
+    from canonqnn.numerics.arithmetic import fma_f32
 
     (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
     y1, y2, dy1, dy2 = resize.linear_taps(xf.shape[2], oh, mode)

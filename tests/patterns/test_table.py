@@ -35,7 +35,9 @@ def test_groups_are_a_producer_then_lut_and_come_before_single_ops():
     kinds = [s.fused for s in specs()]
     assert kinds == sorted(kinds, reverse=True)  # every group before every single op
     assert {s.name for s in GROUPS} == {"conv2d_lut", "conv2d_transpose_lut", "matmul_lut",
-                                        "add_lut"}
+                                        "add_lut", "mul_lut", "sub_lut"}
+    assert [s.ops[0] for s in GROUPS] == [name for name, op in REGISTRY.items()
+                                          if op.absorbs_table]
     for s in GROUPS:
         assert s.ops[1] == "lut" and s.ops[0] in REGISTRY and s.name == f"{s.ops[0]}_lut"
 

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, Phase, event, given, settings
 import canonqnn
 from canonqnn.api import ort_session
 
-DEFAULT_EXAMPLES = 24
+DEFAULT_EXAMPLES = 16
 SLOW_EXAMPLES = int(os.environ.get("CANONQNN_RANDOM_GRAPHS_EXAMPLES", "500"))
 FAILURES_DIR = os.path.join(tempfile.gettempdir(), "canonqnn-random-graphs")
 

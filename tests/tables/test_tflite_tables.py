@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from _tflite import T, run_tflite, single_op
 
-from canonqnn.qparams import QParams
+from canonqnn.numerics.arithmetic import c_library_function
+from canonqnn.qparams import QParams, quantize_value
 from canonqnn.tables import NotEvaluable, kernel_table, kernels
 from canonqnn.tables import tflite as tt
 
@@ -97,7 +98,7 @@ def test_tanh_follows_the_c_library_tanhf_not_the_correctly_rounded_value():
     # glibc tanhf is not correctly rounded; in this table entry 0 differs between the two
     in_qp = QParams.make(6.00220519118011e-05, -85)
     out_qp = QParams.make(2.0242685422999784e-05, 24)
-    if tt.c_library_function("tanhf") is None:
+    if c_library_function("tanhf") is None:
         pytest.skip("no C library tanhf")
     x = float(tt.dequantize(-128, in_qp.scalar_scale, in_qp.scalar_zp))
     rounded = tt.quantize(np.array([math.tanh(x)], F32), out_qp.scalar_scale, out_qp.scalar_zp)
@@ -172,3 +173,13 @@ def test_rsqrt_is_int8_only_and_refuses_right_shifts_past_31():
 def test_rsqrt_table_holds_127_at_and_below_the_zero_point():
     table = kernel_table("tflite", "rsqrt", QParams.make(0.02, -20), QParams.make(0.04, -110))
     assert (table[:128 - 20 + 1] == 127).all() and table[128 - 20 + 1] < 127
+
+
+def test_table_and_bound_rounding_is_roundf_not_floor_of_a_sum():
+    # TfLiteRound(float) is std::round on a float: exact. floor(|x| + 0.5f) would give 1 for
+    # the largest float below 0.5, whose sum with 0.5f rounds up to 1.0f.
+    below_half = np.nextafter(np.float32(0.5), np.float32(0))
+    assert tt.quantize(np.array([below_half, -below_half, 0.5, -0.5], np.float32), 1.0,
+                           0).tolist() == [0, 0, 1, -1]
+    unit = QParams.make(1.0, 0)
+    assert [quantize_value(v, unit, "q31_double") for v in (below_half, 0.5, -0.5)] == [0, 1, -1]
