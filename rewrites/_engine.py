@@ -73,8 +73,8 @@ class Rule:
         if self.phase not in PHASE_ORDER:
             raise ValueError(f"rule {self.name}: phase {self.phase!r} is not one of "
                              f"{', '.join(PHASE_ORDER)}")
-        if not self.match:
-            raise ValueError(f"rule {self.name}: no match step")
+        if not isinstance(self.match, tuple) or not self.match:
+            raise ValueError(f"rule {self.name}: match must be a non-empty tuple of steps")
 
     def attempt(self, ctx: Context, call: Any) -> tuple[Any, str | None]:
         """``(result, step)``: the rewritten expression, a ``Decline`` or None (not the

@@ -55,3 +55,11 @@ def test_rule_names_are_unique_within_a_phase_root():
 def test_a_rule_naming_no_known_phase_is_refused():
     with pytest.raises(ValueError, match="phase 'late' is not one of compute"):
         Rule("x", "relax.quantize", (lambda ctx, call: None,), lambda ctx, m: m, phase="late")
+
+
+def test_a_rule_without_match_steps_is_refused():
+    def step(ctx, call):
+        return None
+
+    with pytest.raises(ValueError, match="non-empty tuple of steps"):
+        Rule("x", "relax.quantize", step, lambda ctx, m: m, phase="compute")
