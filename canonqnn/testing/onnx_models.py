@@ -224,12 +224,7 @@ def resnet_like(seed: int = 0, resolution: int = 32, width: int = 1) -> onnx.Mod
     x = basic_block(x, c1, c1, 1)
     x = basic_block(x, c1, c2, 2)
     x = basic_block(x, c2, c2, 1)
-    x = g.node("GlobalAveragePool", [x])
-    x = g.node("Flatten", [x], axis=1)
-    w = g.rng.normal(0.0, np.sqrt(1.0 / c2), size=(NUM_CLASSES, c2)).astype(np.float32)
-    b = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
-    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc",
-                 output=OUTPUT_NAME, transB=1)
+    out = _classifier_head(g, x, c2, NUM_CLASSES)
     return g.model("resnet_like", out, [1, NUM_CLASSES],
                    in_shape=(1, 3, resolution, resolution))
 
@@ -321,12 +316,7 @@ def mobilenet_v3_like(seed: int = 0) -> onnx.ModelProto:
     x = inverted_residual(x, 16, 48, 24, 3, 2, g.relu, se=False)
     x = inverted_residual(x, 24, 72, 24, 5, 1, g.hardswish, se=True)
     x = g.hardswish(g.conv(x, 24, 64, 1, output=FEATURES_NAME))
-    x = g.node("GlobalAveragePool", [x])
-    x = g.node("Flatten", [x], axis=1)
-    w = g.rng.normal(0.0, np.sqrt(1.0 / 64), size=(NUM_CLASSES, 64)).astype(np.float32)
-    b = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
-    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", b)], prefix="fc",
-                 output=OUTPUT_NAME, transB=1)
+    out = _classifier_head(g, x, 64, NUM_CLASSES)
     return g.model("mobilenet_v3_like", out, [1, NUM_CLASSES], opset=17)
 
 
@@ -411,11 +401,7 @@ def conv_classifier_like(seed: int = 0) -> onnx.ModelProto:
     x = upsample2x(x, mode="linear", coordinate_transformation_mode="half_pixel")
     x = g.node("Sigmoid", [g.conv(x, 32, 32, 3)], output=FEATURES_NAME)
     x = g.node("AveragePool", [x], kernel_shape=[4, 4], strides=[4, 4])
-    x = g.node("Flatten", [x], axis=1)
-    w = g.rng.normal(0.0, np.sqrt(1.0 / 512), size=(NUM_CLASSES, 512)).astype(np.float32)
-    bias = g.rng.normal(0.0, 0.05, size=(NUM_CLASSES,)).astype(np.float32)
-    out = g.node("Gemm", [x, g.const("fc_w", w), g.const("fc_b", bias)], prefix="fc",
-                 output=OUTPUT_NAME, transB=1)
+    out = _dense_head(g, x, 512, NUM_CLASSES)
     return g.model("conv_classifier_like", out, [1, NUM_CLASSES], opset=17)
 
 
@@ -436,7 +422,12 @@ def with_features(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _classifier_head(g: _GraphBuilder, x: str, c: int, classes: int) -> str:
-    x = g.node("GlobalAveragePool", [x])
+    """GlobalAveragePool, then ``_dense_head`` of the ``c`` pooled channels."""
+    return _dense_head(g, g.node("GlobalAveragePool", [x]), c, classes)
+
+
+def _dense_head(g: _GraphBuilder, x: str, c: int, classes: int) -> str:
+    """Flatten ``x`` (``c`` values) and a random Gemm to ``classes`` logits, the output."""
     x = g.node("Flatten", [x], axis=1)
     w = g.rng.normal(0.0, np.sqrt(1.0 / c), size=(classes, c)).astype(np.float32)
     b = g.rng.normal(0.0, 0.05, size=(classes,)).astype(np.float32)
