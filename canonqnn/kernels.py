@@ -126,6 +126,7 @@ def from_fused_module(mod: Any) -> KernelReport:
 def analyze(kernels: list[Kernel]) -> KernelReport:
     report = KernelReport(kernels)
     readers = [0] * len(kernels)
+    table_producers = absorbing("absorbs_table")
     for kernel in kernels:
         for source in kernel.producers:
             if source is not None:
@@ -147,6 +148,6 @@ def analyze(kernels: list[Kernel]) -> KernelReport:
         if consumer.name.removeprefix("fused_").startswith(LUT_KERNEL) and source is not None:
             producer = kernels[source]
             if readers[source] == 1 and producer.canonical and any(
-                    f"{CANONICAL_MARK}{op}" in producer.name for op in absorbing("absorbs_table")):
+                    f"{CANONICAL_MARK}{op}" in producer.name for op in table_producers):
                 report.unfused_luts.append(consumer.name)
     return report

@@ -192,6 +192,21 @@ def unary_step(op: str, *, activation: bool = True, int16: bool = False,
     return step
 
 
+@dataclass(frozen=True)
+class Moved:
+    """A data-movement chain: the canonical op ``moved`` (not yet emitted) of the int8 input
+    ``x``, then requantized to ``out`` and clamped to ``act`` (``requantized``)."""
+
+    out: QdqCall
+    act: Activation
+    x: QdqCall
+    moved: Any
+
+
+def build_moved(ctx: Context, m: Moved) -> Any:
+    return requantized(ctx, m.moved, m.x.qparams, m.out.qparams, m.act.bounds(m.out.qparams))
+
+
 def requantized(ctx: Context, moved: Any, in_qp: QParams, out_qp: QParams,
                 bounds: tuple[int, int] | None = None) -> Any:
     """``moved`` (int8 or int16, parameters ``in_qp``) re-expressed with ``out_qp`` (of the same

@@ -33,9 +33,9 @@ from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, Activation, QuantizedOp, UnaryChain, dequantized, output,
-                     per_tensor_int8, quantized_op, requantized, sixteen_bit, strip_activation,
-                     unary_step)
+from ._match import (INT8_OR_INT32, Moved, QuantizedOp, UnaryChain, build_moved, dequantized,
+                     output, per_tensor_int8, quantized_op, requantized, sixteen_bit,
+                     strip_activation, unary_step)
 
 PAD, TAKE, SLICE = "relax.nn.pad", "relax.take", "relax.strided_slice"
 TILE, BROADCAST = "relax.tile", "relax.broadcast_to"
@@ -64,21 +64,6 @@ def _pad_source(ctx: Context, operand: Any, at: Any, dtypes: tuple[str, ...]):
         return Decline("the cropped float tensor has other users", at)
     sliced = _canonical_slice(crop, x, at, dtypes)
     return sliced if isinstance(sliced, Decline) else (x, sliced)
-
-
-@dataclass(frozen=True)
-class Moved:
-    """A data-movement chain: the canonical op ``moved`` (not yet emitted) of the int8 input
-    ``x``, then requantized to ``out`` and clamped to ``act``."""
-
-    out: QdqCall
-    act: Activation
-    x: QdqCall
-    moved: Any
-
-
-def build_moved(ctx: Context, m: Moved):
-    return requantized(ctx, m.moved, m.x.qparams, m.out.qparams, m.act.bounds(m.out.qparams))
 
 
 @dataclass(frozen=True)

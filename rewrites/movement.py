@@ -25,15 +25,16 @@ from canonqnn.ops import movement
 from canonqnn.qdq import DEQUANTIZE, QUANTIZE, QdqCall, dequantize
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, Activation, UnaryChain, dequantized, output,
-                     per_tensor_int8, requantized, sixteen_bit, strip_activation, unary_step)
+from ._match import (INT8_OR_INT32, Activation, Moved, UnaryChain, build_moved, dequantized,
+                     output, per_tensor_int8, requantized, sixteen_bit, strip_activation,
+                     unary_step)
 
 RESHAPE, PERMUTE, CONCAT = "relax.reshape", "relax.permute_dims", "relax.concat"
 
 
-def build_reshape(ctx: Context, m: UnaryChain):
+def reshaped(ctx: Context, m: UnaryChain):
     moved = movement.reshape(m.x.operand, _tvm.shape_of(m.inner), m.x.qparams)
-    return requantized(ctx, moved, m.x.qparams, m.out.qparams)
+    return Moved(m.out, m.act, m.x, moved)
 
 
 def _permutation(permute: Any) -> list[int]:
@@ -43,9 +44,9 @@ def _permutation(permute: Any) -> list[int]:
     return list(range(rank))[::-1] if axes is None else [int(a) % rank for a in axes]
 
 
-def build_transpose(ctx: Context, m: UnaryChain):
+def transposed(ctx: Context, m: UnaryChain):
     moved = movement.transpose(m.x.operand, _permutation(m.inner), m.x.qparams)
-    return requantized(ctx, moved, m.x.qparams, m.out.qparams)
+    return Moved(m.out, m.act, m.x, moved)
 
 
 @dataclass(frozen=True)
@@ -147,11 +148,11 @@ RULES = (
     # In the compute phase: the compute rules read the moved int8 tensor as their operand.
     Rule("int8_movement", DEQUANTIZE, (moved_int8,), build_int8_movement,
          "dq(permute_dims|reshape(x int8)) -> dq(canonqnn.transpose|reshape(x))", phase="compute"),
-    Rule("reshape", QUANTIZE, (unary_step(RESHAPE, activation=False, int16=True),),
-         build_reshape, "q(reshape(dq x)) -> canonqnn.reshape",
+    Rule("reshape", QUANTIZE, (unary_step(RESHAPE, activation=False, int16=True), reshaped),
+         build_moved, "q(reshape(dq x)) -> canonqnn.reshape",
          phase="elementwise_pool_movement"),
-    Rule("transpose", QUANTIZE, (unary_step(PERMUTE, activation=False, int16=True),),
-         build_transpose, "q(permute_dims(dq x)) -> canonqnn.transpose",
+    Rule("transpose", QUANTIZE, (unary_step(PERMUTE, activation=False, int16=True), transposed),
+         build_moved, "q(permute_dims(dq x)) -> canonqnn.transpose",
          phase="elementwise_pool_movement"),
     Rule("concat", QUANTIZE, (concat_chain,), build_concat,
          "q(concat(dq x_i ...)) -> canonqnn.concat", phase="elementwise_pool_movement"),

@@ -21,7 +21,7 @@ from canonqnn.ops import reduce
 from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import UnaryChain, dequantized, per_tensor_int8, requantized, unary_chain
+from ._match import Moved, UnaryChain, build_moved, dequantized, per_tensor_int8, unary_chain
 
 REDUCTIONS = {"relax.max": reduce.REDUCE_MAX, "relax.min": reduce.REDUCE_MIN}
 ARGMAX, FLIP, SUBTRACT = "relax.argmax", "relax.flip", "relax.subtract"
@@ -35,26 +35,17 @@ def _axes(attrs: dict, rank: int) -> list[int]:
     return sorted({int(a) % rank for a in axis})
 
 
-@dataclass(frozen=True)
-class Reduction:
-    chain: UnaryChain
-    canonical: Any
-
-
 def reduction_chain(ctx: Context, call: Any):
     for name, canonical in REDUCTIONS.items():
         m = unary_chain(ctx, call, name, activation=True)
+        if isinstance(m, UnaryChain):
+            a = _tvm.attrs_dict(m.inner)
+            axes = _axes(a, len(_tvm.shape_of(m.x.operand)))
+            return Moved(m.out, m.act, m.x, reduce.reduce(canonical, m.x.operand, axes,
+                                                           bool(a.get("keepdims")), m.x.qparams))
         if m is not None:
-            return Reduction(m, canonical) if isinstance(m, UnaryChain) else m
+            return m
     return None
-
-
-def build_reduce(ctx: Context, m: Reduction):
-    out, act, x = m.chain.out, m.chain.act, m.chain.x
-    a = _tvm.attrs_dict(m.chain.inner)
-    axes = _axes(a, len(_tvm.shape_of(x.operand)))
-    moved = reduce.reduce(m.canonical, x.operand, axes, bool(a.get("keepdims")), x.qparams)
-    return requantized(ctx, moved, x.qparams, out.qparams, act.bounds(out.qparams))
 
 
 @dataclass(frozen=True)
@@ -105,7 +96,7 @@ def argmax_last_chain(ctx: Context, call: Any):
 
 
 RULES = (
-    Rule("reduce_max_min", QUANTIZE, (reduction_chain,), build_reduce,
+    Rule("reduce_max_min", QUANTIZE, (reduction_chain,), build_moved,
          "q(act(max|min(dq x, axis))) -> canonqnn.reduce_max | reduce_min",
          phase="elementwise_pool_movement"),
     Rule("argmax", ARGMAX, (argmax_chain,), build_argmax, "argmax(dq x) -> canonqnn.argmax",
