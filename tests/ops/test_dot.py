@@ -159,8 +159,9 @@ def test_strided_conv_transpose_runs_as_packed_convs_one_per_output_phase():
         QParams.make(0.1, 3), QParams.make(np.full(6, 0.01, np.float32), np.zeros(6, np.int8),
                                            axis=0), QParams.make(0.2, -1),
         strides=(2, 2), padding=(1, 1, 1, 1), output_padding=(0, 0), dilation=(1, 1),
-        groups=2), {"x": (1, 8, 7, 8)})
-    # the four phases' convs have one shape here: one kernel, called four times
+        groups=2), {"x": (1, 8, 7, 16)})
+    # the four phases' convs have one shape here: one kernel, called four times (each phase's
+    # rows are 16 outputs wide, whole vectors on 8- and 16-lane ISAs)
     assert _plans(op.mod, "conv2d") == [_dot.ROWS]
     _assert_exact(op, "conv_transpose")
 
