@@ -257,7 +257,22 @@ def schedule_depthwise(sch: Any, block: Any, cores: int, intrinsic: str | None) 
     if intrinsic is not None:
         sch.tensorize(j_in, intrinsic)
     sch.unroll(j_tile)
+    _vectorize_requant(sch, moved, lanes)
     return moved
+
+
+def _vectorize_requant(sch: Any, names: list[str], lanes: int) -> None:
+    """Vectorize the requantization of a row-form accumulator in vectors of the ISA's
+    ``lanes`` where its row is whole vectors (``requant_rows``, on padded rows, or
+    ``requant``): LLVM's own loop vectorizer takes half-width vectors on AVX-512 CPUs, and a
+    padded row's tail read back in pieces stalls on store forwarding."""
+    for name in names:
+        if not name.startswith("requant"):
+            continue
+        loop = sch.get_loops(sch.get_sblock(name))[-1]
+        extent = int(sch.get(loop).extent)
+        if extent % lanes == 0:
+            sch.vectorize(sch.split(loop, [None, lanes])[1])
 
 
 def _schedule_input_stages(sch: Any, block: Any, cores: int, borders: Any) -> list[str]:
@@ -286,14 +301,16 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     plan = dict(sch.get(block).annotations[ROWS])
     lanes = int(plan["lanes"])
     blocks, vectors = int(plan["blocks"]), int(plan["vectors"])
+    rows = int(plan.get("rows", 1))
     names = _schedule_input_stages(sch, block, cores, plan["borders"])
     n, o, i, j, ry, rx, rc, rk = sch.get_loops(block)
     o_out, o_in = sch.split(o, [None, blocks])
+    i_out, i_in = sch.split(i, [None, rows])
     j_out, j_vec, j_in = sch.split(j, [None, vectors, lanes])
     # every channel block of a row in turn (the row's input stays in cache), or every row of
     # a channel block (its weights do) where the weights are the larger
-    outer = (i, o_out) if int(plan["rows_outer"]) else (o_out, i)
-    sch.reorder(n, *outer, j_out, ry, rx, rc, o_in, j_vec, j_in, rk)
+    outer = (i_out, o_out) if int(plan["rows_outer"]) else (o_out, i_out)
+    sch.reorder(n, *outer, j_out, ry, rx, rc, o_in, i_in, j_vec, j_in, rk)
     row = sch.fuse(n, *outer)
     if cores > 1:
         sch.parallel(row)
@@ -302,5 +319,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     if intrinsic is not None:
         sch.tensorize(j_in, intrinsic)
     sch.unroll(j_vec)
+    sch.unroll(i_in)
     sch.unroll(o_in)
+    _vectorize_requant(sch, names, lanes)
     return names

@@ -221,6 +221,13 @@ def pack_row_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
     return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
 
 
+def padded_width(out_width: int, isa: DotISA | None) -> int:
+    """The accumulator row of the forms with output pixels in lanes (``te_row_conv``,
+    ``te_depthwise_conv``): ``out_width`` rounded up to whole vectors (``out_width`` itself
+    for any other form, ``isa`` None)."""
+    return out_width if isa is None else -(-out_width // isa.lanes) * isa.lanes
+
+
 def rows_fit(out_width: int, isa: DotISA) -> bool:
     """Whether a row of ``out_width`` outputs fills whole vectors of ``isa.lanes`` well
     enough for the row form (at most 1/8 of the lanes computed past the row's end)."""
@@ -287,22 +294,30 @@ def _grouped(c: int, groups: int, cgb: int, pair: int, o: int):
             (lambda oc, rc: (oc // opg) * cgb + rc))
 
 
-def row_tile(isa: DotISA, out_channels: int, out_width: int) -> dict[str, int]:
-    """Output channels (``blocks``, a divisor of O) x vectors along the row (``vectors``, a
-    divisor of the padded row's vectors) one tile keeps in registers: at most half the
-    registers as accumulators, the rest holding the activations and a broadcast weight."""
+def row_tile(isa: DotISA, out_channels: int, out_width: int,
+             out_height: int = 1) -> dict[str, int]:
+    """Output channels (``blocks``, a divisor of O) x output rows (``rows``, a divisor of the
+    output height) x vectors along each row (``vectors``, a divisor of the padded row's
+    vectors) one tile keeps in registers: at most half the registers as accumulators, the
+    rest holding the activations and a broadcast weight. Of the tiles with the most
+    accumulators, the one that loads the fewest vectors per instruction (each weight is
+    broadcast once for every row and vector of the tile, each activation vector read once
+    for every channel): short rows (14 outputs in 16 lanes) take several rows at once."""
     vectors_in_row = -(-out_width // isa.lanes)
-    best = (1, 1)
+    best, best_key = {"blocks": 1, "vectors": 1, "rows": 1}, None
     for blocks in (1, 2, 3, 4, 6, 8):
         for vectors in (1, 2, 3, 4):
-            if out_channels % blocks or vectors_in_row % vectors:
-                continue
-            if blocks * vectors > isa.registers // 2 or \
-                    blocks * vectors + vectors + 2 > isa.registers:
-                continue
-            if (blocks * vectors, vectors) > (best[0] * best[1], best[1]):
-                best = (blocks, vectors)
-    return {"blocks": best[0], "vectors": best[1]}
+            for rows in (1, 2, 3, 4):
+                if out_channels % blocks or vectors_in_row % vectors or out_height % rows:
+                    continue
+                held = vectors * rows
+                if blocks * held > isa.registers // 2 or blocks * held + held + 2 > \
+                        isa.registers:
+                    continue
+                key = (blocks * held, -(blocks + held), -rows, vectors)
+                if best_key is None or key > best_key:
+                    best, best_key = {"blocks": blocks, "vectors": vectors, "rows": rows}, key
+    return best
 
 
 def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, padding,

@@ -131,7 +131,7 @@ def _legalize(bb: Any, call: Any) -> Any:
         n, c = (int(d) for d in x.shape[:2])
         if packed is not None and rows:  # output pixels in lanes: NCHW already
             acc = _dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
-                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow),
+                                   a["padding"], (oh, ow), _dot.row_tile(isa, o, ow, oh),
                                    a["groups"])
             return lambda nn, oo, i, j: acc[nn, oo, i, j]
         if packed is not None:  # output channels in lanes
@@ -169,8 +169,15 @@ def _legalize(bb: Any, call: Any) -> Any:
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda nn, oo, i, j: acc(nn, oo, i, j) + bias[oo],
                               name="conv2d_acc")
-        return te.compute(shape, lambda nn, oo, i, j: te_requant_channel(
-            acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant")
+        padded = _dot.padded_width(ow, isa if packed is not None and rows else depthwise)
+        if padded == ow:
+            return te.compute(shape, lambda nn, oo, i, j: te_requant_channel(
+                acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant")
+        # requantized on whole vectors of the padded row, then the row's outputs copied out:
+        # a row's tail read from the vector accumulator in pieces stalls on store forwarding
+        whole = te.compute((*shape[:3], padded), lambda nn, oo, i, j: te_requant_channel(
+            acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant_rows")
+        return te.compute(shape, lambda nn, oo, i, j: whole[nn, oo, i, j], name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 

@@ -255,6 +255,17 @@ def test_tiles_divide_the_loops_they_split():
         for width in (1, 7, 14, 56, 112, 13):
             tile = _dot.conv_tile(isa, 4, width)
             assert width % tile["width"] == 0 and 4 % tile["blocks"] == 0
-            rows = _dot.row_tile(isa, 24, width)
-            assert 24 % rows["blocks"] == 0
+            rows = _dot.row_tile(isa, 24, width, width)
+            assert 24 % rows["blocks"] == 0 and width % rows["rows"] == 0
             assert (-(-width // isa.lanes)) % rows["vectors"] == 0
+            held = rows["blocks"] * rows["vectors"] * rows["rows"]
+            assert held <= isa.registers // 2
+
+
+def test_short_rows_share_a_tile_so_each_broadcast_weight_serves_several_rows():
+    # 14 outputs a row: one 16-lane vector; two rows of 8 channels load 10 vectors for 16
+    # instructions where one row of 8 loaded 9 for 8
+    assert _dot.row_tile(_dot.isa_named("avx512_vnni"), 512, 14, 14) == {
+        "blocks": 8, "vectors": 1, "rows": 2}
+    # long rows keep one row: the vectors along it already share each weight
+    assert _dot.row_tile(_dot.isa_named("avx512_vnni"), 128, 56, 56)["rows"] == 1
