@@ -34,6 +34,7 @@ weights loaded from L1 (``measured_peak_gmacs``), times the threads.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
 import os
 import statistics
@@ -269,6 +270,7 @@ def kernel_times(name: str, model, runs: int) -> None:
     unscheduled = canonqnn.builder.fuse(mod, target)
     fused = _tvm.schedule_cpu(unscheduled, schedule.plan_block, cores, target)
     peak, how = host_peak()
+    calls = collections.Counter(name for name, _, _ in _tvm.kernel_calls(fused)[0])
     rng = np.random.default_rng(0)
     rows = []
     for gv, func in fused.functions_items():
@@ -280,15 +282,16 @@ def kernel_times(name: str, model, runs: int) -> None:
         lib = _tvm.compile_kernel(func, target)
         seconds = lib.time_evaluator("main", tvm.cpu(), number=runs, repeat=5)(*args).median
         macs = kernel_macs(gv.name_hint, unscheduled[gv.name_hint])
-        rows.append((seconds * 1e6, gv.name_hint, shapes, macs))
+        count = calls[gv.name_hint]
+        rows.append((seconds * 1e6 * count, seconds * 1e6, count, gv.name_hint, shapes, macs))
     total = sum(r[0] for r in rows)
     print(f"\n{name}: kernels of the untuned canonical build, each timed alone "
-          f"({cores} threads), {total / 1e3:.2f} ms in total; peak {peak:.1f} GMAC/s a "
-          f"thread ({how}), {peak * cores:.1f} on {cores}")
-    lines = [["kernel", "us", "share", "input -> output", "GMAC/s", "of peak"]]
-    for us, kernel, shapes, macs in sorted(rows, reverse=True):
+          f"({cores} threads), {total / 1e3:.2f} ms in total (each kernel's time x its calls); "
+          f"peak {peak:.1f} GMAC/s a thread ({how}), {peak * cores:.1f} on {cores}")
+    lines = [["kernel", "us", "calls", "share", "input -> output", "GMAC/s", "of peak"]]
+    for all_calls, us, count, kernel, shapes, macs in sorted(rows, reverse=True):
         rate = macs / us / 1e3 if macs else None
-        lines.append([kernel, f"{us:.1f}", f"{100 * us / total:.1f}%",
+        lines.append([kernel, f"{us:.1f}", str(count), f"{100 * all_calls / total:.1f}%",
                       f"{'x'.join(map(str, shapes[0]))} -> {'x'.join(map(str, shapes[-1]))}",
                       f"{rate:.1f}" if rate else "",
                       f"{100 * rate / (peak * cores):.0f}%" if rate and peak else ""])

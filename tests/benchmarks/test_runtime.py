@@ -29,6 +29,8 @@ def test_kernel_table_prints_mac_rates_against_a_measured_peak(capsys):
     assert _load().main(["--kernels", "--small", "--models", "mobilenet_v1", "--runs", "2"]) == 0
     text = capsys.readouterr().out
     assert "GMAC/s" in text and "of peak" in text and "measured" in text
+    header = next(line for line in text.splitlines() if line.startswith("kernel "))
+    assert header.split()[:3] == ["kernel", "us", "calls"]  # a kernel called n times counts n
 
 
 def test_peak_is_measured_on_the_hosts_instruction():
