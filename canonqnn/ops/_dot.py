@@ -487,15 +487,19 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
 
     # padded wide and tall enough for every read of the pack below, which then tests nothing
     xpad = te.compute((n, c, rows + dh, cols * sw), pad, name="x_pad")
-    xp = te.compute((n, c, rows, sw, cols, 2), lambda nn, cc, y, phase, xo, k: xpad[
-        nn, cc, y + k * dh, xo * sw + phase], name="x_pack")
+    # the reduction reads pack rows i*sh + 2*ry*dh: where the stride divides 2*dh, only every
+    # sh-th row, so only those are packed (half the pack of a stride-2 conv)
+    step = sh if (2 * dh) % sh == 0 else 1
+    xp = te.compute((n, c, (rows - 1) // step + 1, sw, cols, 2),
+                    lambda nn, cc, y, phase, xo, k: xpad[nn, cc, y * step + k * dh,
+                                                         xo * sw + phase], name="x_pack")
     ry = te.reduce_axis((0, kh2), "ry")
     rx = te.reduce_axis((0, kw), "rx")
     rk = te.reduce_axis((0, 2), "rk")
     return te.compute(
         (n, c, oh, owp),
         lambda nn, cc, i, j: te.sum(
-            xp[nn, cc, i * sh + 2 * ry * dh, (rx * dw) % sw, j + (rx * dw) // sw, rk]
+            xp[nn, cc, (i * sh + 2 * ry * dh) // step, (rx * dw) % sw, j + (rx * dw) // sw, rk]
             .astype("int32") * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
         name="acc_depthwise", attrs={DEPTHWISE: {"intrinsic": row_intrinsic(isa),
                                                   "macs": n * c * oh * ow * kernel_height * kw,

@@ -92,6 +92,10 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "depthwise": ((1, 12, 10, 16), 12, 3, dict(groups=12)),
     "depthwise_batch_of_two": ((2, 8, 6, 8), 8, 3, dict(groups=8)),
     "depthwise_strided_5x5": ((1, 8, 15, 17), 8, 5, dict(groups=8, stride=2, w_zp=3)),
+    # every other pack row read (stride 2 divides 2 x dilation), and every row (stride 3)
+    "depthwise_strided_dilated": ((1, 8, 17, 18), 8, 3, dict(groups=8, stride=2, dilation=2,
+                                                            pad=2)),
+    "depthwise_stride_3": ((1, 8, 13, 20), 8, 3, dict(groups=8, stride=3)),
     "grouped_rows": ((1, 12, 6, 16), 18, 3, dict(groups=3, x_zp=-5)),
     "grouped_odd_channels": ((1, 15, 5, 16), 10, 3, dict(groups=5, w_zp=2)),
     "grouped_channel_lanes": ((1, 32, 5, 5), 32, 3, dict(groups=2)),
