@@ -442,6 +442,19 @@ def pair2_isa(has_feature) -> DotISA | None:
     return None if isa is None else isa_named(isa.pair2)
 
 
+def depthwise_isa(has_feature, out_width: int) -> DotISA | None:
+    """The int16-pair ISA of a depthwise conv whose output rows are ``out_width`` long: the
+    target's ``pair2`` (``pair2_isa``), or a narrower int16-pair ISA the target also has where
+    such rows waste fewer lanes on it (7 outputs: one 8-lane vector, not a 16-lane one with 9
+    lanes idle)."""
+    widest = pair2_isa(has_feature)
+    if widest is None or _emulated:
+        return widest
+    narrower = [isa for isa in ISAS if isa.pair == 2 and isa.lanes < widest.lanes
+                and all(has_feature(f) for f in isa.features)]
+    return min([widest, *narrower], key=lambda isa: (padded_width(out_width, isa), -isa.lanes))
+
+
 def row_intrinsic(isa: DotISA) -> str:
     """The tensor intrinsic ``C[i] += A[i, k] * B[k]`` (``lanes`` outputs along a row, each
     the sum of ``pair`` products; the weights broadcast): ``isa``'s instruction with the

@@ -191,7 +191,9 @@ def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str):
     if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
             or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
         return None
-    return _dot.pair2_isa(has_feature)
+    _, _, h, wd = _tvm.shape_of(x)
+    _, _, kh, kw = _tvm.shape_of(w)
+    return _dot.depthwise_isa(has_feature, out_hw(h, wd, kh, kw, a)[1])
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):

@@ -254,6 +254,16 @@ def test_isa_is_chosen_from_the_target_features(features, expected, pair2):
         assert all(f in features for f in pairs.features)
 
 
+def test_depthwise_rows_take_the_int16_pair_width_that_idles_fewest_lanes():
+    vnni = {"avx512vnni", "avx512bw", "avx2"}.__contains__
+    assert _dot.depthwise_isa(vnni, 7).name == "avx2"  # one 8-lane vector, not 16 lanes
+    assert _dot.depthwise_isa(vnni, 14).name == "avx512bw"  # 16 lanes either way: the wider
+    assert _dot.depthwise_isa(vnni, 112).name == "avx512bw"
+    assert _dot.depthwise_isa({"avx2"}.__contains__, 7).name == "avx2"
+    assert _dot.depthwise_isa({"neon"}.__contains__, 7).name == "neon"
+    assert _dot.depthwise_isa(set().__contains__, 7) is None
+
+
 def test_tiles_divide_the_loops_they_split():
     for isa in _dot.ISAS:
         for width in (1, 7, 14, 56, 112, 13):
