@@ -75,11 +75,6 @@ MAY_IMPORT: dict[str, list[str]] = {
 
 # Single module-to-module edges against the matrix, each with the reason it is still there.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("canonqnn.tables.tflite", "canonqnn.ops._q31"):
-        "TFLite's Q31 arithmetic has its numpy specification in one module with its TE twins; "
-        "the numpy half belongs in canonqnn.numerics.arithmetic, which imports no TVM",
-    ("canonqnn.tables.tflite_int16", "canonqnn.ops._q31"):
-        "as canonqnn.tables.tflite: wrap_int32 is Q31 arithmetic kept in the ops package",
     ("canonqnn._tvm_dot", "canonqnn.ops._dot"):
         "the ISA table these intrinsics implement is defined beside the int8 kernels that "
         "choose from it; as data of the TVM layer it would need no edge",

@@ -2,7 +2,7 @@
 
 from . import (conv, conv_transpose, dynamic, elementwise, indexing, lut, matmul, movement,
                pool, reduce, resize, select, softmax)
-from ._q31 import Q31_ROUNDINGS
+from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import (PREFIX, REGISTRY, ROUNDINGS, CanonicalOp, UnsupportedRounding, absorbing,
                         lookup)
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from .. import _tvm
-from ._q31 import ACCUMULATORS, INT64_SHIFT_LIMIT, Q31_ROUNDINGS
+from ..numerics.q31 import ACCUMULATORS, INT64_SHIFT_LIMIT, Q31_ROUNDINGS
 from ._registry import UnsupportedRounding
 
 INT16_UNDER_Q31 = "TFLite's 16x8 int16 activations, under the Q31 roundings, zero points 0"

@@ -14,7 +14,8 @@ from .._tvm import te, tirx
 from ..numerics.arithmetic import round_half_away
 from ..qparams import quantize_multipliers
 from ._arithmetic import te_round_half_away
-from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
+from ._q31 import te_requant_q31
 
 
 # ---------------------------------------------------------------- float32 evaluation order

@@ -36,7 +36,7 @@ from .._tvm import te, topi
 from ..qparams import QParams, accumulator_multiplier
 from . import _dot
 from ._dtypes import check_sixteen_bit
-from ._q31 import Q31_ROUNDINGS
+from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, register
 from ._requant import channel_multipliers, requant_channels, te_requant_channel
 

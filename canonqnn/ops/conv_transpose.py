@@ -31,7 +31,7 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams
 from . import conv
-from ._q31 import Q31_ROUNDINGS
+from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, register
 
 ATTRS = ("x_scale", "x_zp", "out_scale", "out_zp", "strides", "padding", "output_padding",

@@ -66,8 +66,8 @@ from ..qparams import (TFLITE_ADD_LEFT_SHIFT, TFLITE_ADD_LEFT_SHIFT_INT16,
                        xnnpack_add_multipliers)
 from ._arithmetic import te_fma
 from ._dtypes import check_sixteen_bit
-from ._q31 import (Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31,
-                   te_multiply_by_quantized_multiplier, te_requant_q31)
+from ..numerics.q31 import Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31
+from ._q31 import te_multiply_by_quantized_multiplier, te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 

@@ -52,7 +52,7 @@ from . import _dot
 # UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
 from ._dot import UINT8_SHIFT, broadcast_index
 from ._dtypes import check_sixteen_bit
-from ._q31 import Q31_ROUNDINGS
+from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import channel_multipliers, requant_channels, te_requant_channel
 

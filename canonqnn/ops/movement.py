@@ -37,7 +37,8 @@ from ..qparams import (QParams, activation_range, tflite_concat_scaling,
                        tflite_requantize_multiplier)
 from ._arithmetic import te_round_half_away
 from ._dtypes import INT16_UNDER_Q31, check_activation_dtype, input_type
-from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
+from ._q31 import te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_via_real, te_no_contract, te_requant_via_real
 

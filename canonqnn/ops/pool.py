@@ -52,7 +52,8 @@ from ..numerics.arithmetic import divide_round_half_away
 from ..qparams import QParams, activation_range, mean_multiplier
 from ._arithmetic import te_divide_round_half_away
 from ._dtypes import check_activation_dtype
-from ._q31 import Q31_ROUNDINGS, requant_q31, te_requant_q31
+from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
+from ._q31 import te_requant_q31
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 from .elementwise import storage_offset

@@ -61,7 +61,7 @@ from .._tvm import te, tirx
 from ..numerics.arithmetic import divide_round_half_away, round_half_away, trunc_div
 from ..qparams import QParams
 from ._arithmetic import te_divide_round_half_away, te_round_half_away
-from ._q31 import Q31_ROUNDINGS
+from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import (requant_accumulator, requant_via_real, te_no_contract,
                        te_requant_accumulator, te_requant_via_real)

@@ -39,8 +39,9 @@ from .._tvm import te, tirx
 from ..numerics.arithmetic import float32_library_function, rounding_divide_by_pot, trunc_div
 from ..qparams import QParams, quantize_multiplier
 from ._arithmetic import te_rounding_divide_by_pot
-from ._q31 import (INT32_MAX, INT32_MIN, Q31_ROUNDINGS, multiply_by_quantized_multiplier,
-                   saturating_rounding_multiply_by_pot, srdhm, te_srdhm, wrap_int32)
+from ..numerics.q31 import (INT32_MAX, INT32_MIN, Q31_ROUNDINGS, multiply_by_quantized_multiplier,
+                            saturating_rounding_multiply_by_pot, srdhm, wrap_int32)
+from ._q31 import te_srdhm
 from . import _softmax_int16
 from ._dtypes import check_activation_dtype
 from ._registry import CanonicalOp, UnsupportedRounding, register

@@ -30,8 +30,7 @@ from ..qparams import INT8_CODES, QParams
 from .onnxruntime import NotEvaluable
 
 # Source -> the module of this package that computes as its runtime does, imported on first
-# use: ``tflite`` takes TFLite's Q31 arithmetic from ``canonqnn.ops._q31``, and importing that
-# registers every canonical op with TVM, which importing this package must not do.
+# use (a source's tables cost nothing until a model of it is converted).
 RUNTIMES: dict[str, str] = {"onnx": "onnxruntime", "tflite": "tflite", "torch": "xnnpack"}
 CODES = INT8_CODES  # table row index i holds code i - 128
 

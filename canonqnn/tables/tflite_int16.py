@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..numerics.arithmetic import round_half_away_floor_f64
-from ..ops._q31 import wrap_int32
+from ..numerics.q31 import wrap_int32
 from ..qparams import INT16_MAX, INT16_MIN, QParams
 from .onnxruntime import NotEvaluable
 

@@ -13,7 +13,8 @@ from _ort import MultiOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
 
 from canonqnn import _tvm
-from canonqnn.ops import _q31, conv
+from canonqnn.numerics import q31
+from canonqnn.ops import conv
 from canonqnn.qparams import QParams, activation_bounds, quantize_multipliers
 
 ACTIVATIONS = {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0)}
@@ -223,7 +224,7 @@ def _derivations(xs, ws, ys, source_dtype):
     a = dict(x_scale=xs, out_scale=ys, source_dtype=source_dtype, rounding="q31_double")
     real = conv.q31_real_multiplier(a, np.asarray(ws, np.float32), 1)
     m, s = quantize_multipliers(real)
-    return real, (lambda acc: _q31.requant_q31(acc, m[0], s[0], 3, -128, 127, "q31_double"))
+    return real, (lambda acc: q31.requant_q31(acc, m[0], s[0], 3, -128, 127, "q31_double"))
 
 
 @pytest.mark.parametrize("dtype", ["int8", "uint8"])

@@ -15,7 +15,8 @@ from _ort import MultiOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
 
 from canonqnn import _tvm
-from canonqnn.ops import _q31, _requant, matmul
+from canonqnn.numerics import q31
+from canonqnn.ops import _requant, matmul
 from canonqnn.qparams import QParams, activation_bounds, quantize_multipliers
 
 ACTIVATIONS = {"NONE": (None, None), "RELU": (0.0, None), "RELU6": (0.0, 6.0)}
@@ -189,11 +190,11 @@ def test_fully_connected_q31_double_rounds_in_double_half_away_from_zero():
     def in_double(acc):
         return _requant.requant_f64_away(acc, real, 3, -128, 127)
 
-    def q31(rounding):
-        return lambda acc: _q31.requant_q31(acc, m[0], s[0], 3, -128, 127, rounding)
+    def fixed_point(rounding):
+        return lambda acc: q31.requant_q31(acc, m[0], s[0], 3, -128, 127, rounding)
 
-    apart = (accumulators_telling_apart(in_double, q31("q31_double"), [real], 3, 16)
-             + accumulators_telling_apart(in_double, q31("q31_single"), [real], 3, 4))
+    apart = (accumulators_telling_apart(in_double, fixed_point("q31_double"), [real], 3, 16)
+             + accumulators_telling_apart(in_double, fixed_point("q31_single"), [real], 3, 4))
     assert len(apart) >= 8
     cases = [_fc_accumulator_case("t", ties, "int8", False, 0.5, 0.25, 1.0),
              _fc_accumulator_case("a", apart, "int8", True, xs, ws, ys),
@@ -214,7 +215,7 @@ def test_batch_matmul_q31_double_uses_float32_scale_product():
         f32 = float(np.float32(xs * ws)) / float(ys)
         f64 = float(xs) * float(ws) / float(ys)
         pairs = [quantize_multipliers([r]) for r in (f32, f64)]
-        req = [lambda acc, p=p: _q31.requant_q31(acc, p[0][0], p[1][0], 3, -128, 127,
+        req = [lambda acc, p=p: q31.requant_q31(acc, p[0][0], p[1][0], 3, -128, 127,
                                                  "q31_double") for p in pairs]
         accs = [t for t in accumulators_telling_apart(req[0], req[1], [f32, f64], 3, 400)
                 if abs(t) < 127 * 127 * 255][:24]

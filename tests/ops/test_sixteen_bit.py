@@ -15,7 +15,8 @@ from _ort import MultiOp, SingleOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
 
 from canonqnn import _tvm
-from canonqnn.ops import (UnsupportedRounding, _q31, conv, elementwise, indexing, lut, matmul,
+from canonqnn.numerics import q31
+from canonqnn.ops import (UnsupportedRounding, conv, elementwise, indexing, lut, matmul,
                           movement, pool, softmax)
 from canonqnn.qparams import QParams, activation_bounds, quantize_multipliers
 
@@ -33,12 +34,12 @@ def weight_qp(ws: np.ndarray) -> QParams:
 
 def int64_requant(acc, reals, zp=0):
     m, s = quantize_multipliers(reals)
-    return _q31.requant_q31(acc, m, s, zp, -32768, 32767, "q31_double", "int16", "int64")
+    return q31.requant_q31(acc, m, s, zp, -32768, 32767, "q31_double", "int16", "int64")
 
 
 def int32_requant(acc, reals, zp=0):
     m, s = quantize_multipliers(reals)
-    return _q31.requant_q31(acc, m, s, zp, -32768, 32767, "q31_double", "int16")
+    return q31.requant_q31(acc, m, s, zp, -32768, 32767, "q31_double", "int16")
 
 
 # ---------------------------------------------------------------- the int64 requantization
@@ -58,10 +59,10 @@ def test_int64_requantization_numpy_and_te_follow_tflite_formula():
              ((1 << 30) + 12345, 7), (1518500250, -31), (0, 0)]
     for m, shift in pairs:
         want = [_mbqm64_by_the_book(int(x), m, shift) for x in xs]
-        got = _q31.multiply_by_quantized_multiplier_int64(xs, m, shift)
+        got = q31.multiply_by_quantized_multiplier_int64(xs, m, shift)
         assert got.tolist() == want, (m, shift)
     # ties go toward +infinity (one rounding): 1.5 -> 2, -1.5 -> -1
-    assert _q31.multiply_by_quantized_multiplier_int64(np.array([3, -3]), 1 << 30, 0).tolist() \
+    assert q31.multiply_by_quantized_multiplier_int64(np.array([3, -3]), 1 << 30, 0).tolist() \
         == [2, -1]
 
 
