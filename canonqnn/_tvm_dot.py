@@ -15,8 +15,8 @@ from typing import Any
 
 import tvm
 
-from .ops._dot import (ANNOTATION, BLOCK_PLANS, DEPTHWISE, ISAS, ROWS, DotISA,
-                       intrinsic_features)
+from .dot_isa import (ANNOTATION, BLOCK_PLANS, DEPTHWISE, ISAS, ROWS, DotISA,
+                      intrinsic_features)
 
 _registered: set[str] = set()
 
@@ -25,7 +25,7 @@ def register_intrinsics() -> None:
     """Register every ``DotISA``'s tensor intrinsics with TVM (once)."""
     from tvm.s_tir import TensorIntrin
 
-    from .ops._dot import row_intrinsic
+    from .dot_isa import row_intrinsic
 
     for isa in ISAS:
         if isa.intrinsic not in _registered:
@@ -157,7 +157,7 @@ def is_packed(sch: Any, block: Any) -> bool:
 def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool]) -> list[str]:
     """Schedule a block ``is_packed`` names for a target with ``has_feature``; returns the
     names of the blocks moved into it. Where the target lacks the block's instruction
-    (``ops._dot.emulating``) its innermost loops are left to LLVM, untensorized."""
+    (``ops.dot_isa.emulating``) its innermost loops are left to LLVM, untensorized."""
     annotations = sch.get(block).annotations
     plan = next(dict(annotations[k]) for k in BLOCK_PLANS if k in annotations)
     intrinsic = str(plan["intrinsic"])

@@ -17,7 +17,7 @@ import numpy as np
 
 from . import _tvm, integrity, numerics, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
-from .ops import _dot
+from . import dot_isa
 from .errors import CanonqnnError, VerificationError, first_line
 from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
@@ -150,7 +150,7 @@ def _tunable(func: Any) -> bool:
     intrinsics."""
     dtypes = _tvm.reduction_dtypes(func)
     packed = any(key in annotations for annotations in _tvm.root_block_annotations(func)
-                 for key in _dot.BLOCK_PLANS)
+                 for key in dot_isa.BLOCK_PLANS)
     return bool(dtypes) and not packed and not any(d.startswith(("float", "bfloat"))
                                                    for d in dtypes)
 

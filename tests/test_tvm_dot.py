@@ -4,7 +4,7 @@ AArch64 builds (cross-compiled) get ``sdot`` with the dot-product extension, NEO
 multiplies and pairwise adds without it.
 
 Builds for other CPUs than the host compile here but do not run (``Built.run`` refuses them);
-their arithmetic is checked on this host by ``tests/ops/test_dot.py`` (``_dot.emulating``).
+their arithmetic is checked on this host by ``tests/ops/test_dot.py`` (``dot_isa.emulating``).
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, topi
 from ..qparams import QParams, accumulator_multiplier
+from .. import dot_isa
 from . import _dot
 from ._dtypes import check_sixteen_bit
 from ..numerics.q31 import Q31_ROUNDINGS
@@ -169,7 +170,7 @@ def _legalize(bb: Any, call: Any) -> Any:
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda nn, oo, i, j: acc(nn, oo, i, j) + bias[oo],
                               name="conv2d_acc")
-        padded = _dot.padded_width(ow, isa if packed is not None and rows else depthwise)
+        padded = dot_isa.padded_width(ow, isa if packed is not None and rows else depthwise)
         if padded == ow:
             return te.compute(shape, lambda nn, oo, i, j: te_requant_channel(
                 acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant")
@@ -193,7 +194,7 @@ def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str):
         return None
     _, _, h, wd = _tvm.shape_of(x)
     _, _, kh, kw = _tvm.shape_of(w)
-    return _dot.depthwise_isa(has_feature, out_hw(h, wd, kh, kw, a)[1])
+    return dot_isa.depthwise_isa(has_feature, out_hw(h, wd, kh, kw, a)[1])
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
@@ -211,7 +212,7 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
     o, _, kh, kw = _tvm.shape_of(w)
     groups = a["groups"]
     has_feature = _tvm.current_target_features()
-    isa = _dot.isa_for(has_feature) if has_feature is not None else None
+    isa = dot_isa.isa_for(has_feature) if has_feature is not None else None
     if isa is None or groups == c == o > 1:  # depthwise: its own form
         return None
     rows = _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)

@@ -48,9 +48,11 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from .. import dot_isa
 from . import _dot
 # UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
-from ._dot import UINT8_SHIFT, broadcast_index
+from ..dot_isa import UINT8_SHIFT
+from ._dot import broadcast_index
 from ._dtypes import check_sixteen_bit
 from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, UnsupportedRounding, register
@@ -218,7 +220,7 @@ def _legalize(bb: Any, call: Any) -> Any:
         weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif isa is not None:  # packed inside the kernel, as int16 pairs (no correction needed)
-        isa = _dot.isa_named(isa.pair2)
+        isa = dot_isa.isa_named(isa.pair2)
 
     def compute(x, w, bias, mult, wzp):
         if isa is not None:
@@ -257,7 +259,7 @@ def _packed_isa(a: dict[str, Any], call: Any, accumulator: str):
             or _tvm.dtype_of(a_q) != "int8" or _tvm.dtype_of(b_q) != "int8"
             or not _tvm.is_const(bias)):
         return None
-    return _dot.isa_for(has_feature)
+    return dot_isa.isa_for(has_feature)
 
 
 def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray, isa: Any):

@@ -8,7 +8,7 @@ import pytest
 
 import canonqnn
 from canonqnn.api import parity
-from canonqnn.ops import _dot
+from canonqnn import dot_isa
 
 FLOAT_COMPUTE = {"relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply",
                  "relax.nn.avg_pool2d", "relax.nn.max_pool2d", "relax.mean"}
@@ -38,7 +38,7 @@ def test_quantized_model_is_canonical_and_bit_exact_with_onnxruntime(
 
 ISA_CASES = [("avx512_vnni", "resnet", "s8")] + [
     pytest.param(isa, arch, act, marks=pytest.mark.slow)
-    for isa in (isa.name for isa in _dot.ISAS)
+    for isa in (isa.name for isa in dot_isa.ISAS)
     for arch, act in (("resnet", "u8"), ("mobilenet_v1", "s8"), ("mobilenet_v3", "u8"),
                       ("transformer", "s8"))]
 
@@ -50,6 +50,6 @@ def test_every_isas_int8_kernels_are_bit_exact_on_whole_models(quantized_model, 
     instructions run only where the host has them, else the same arithmetic untensorized),
     keep whole models bit-exact with onnxruntime."""
     model = quantized_model(arch, "qdq", activation, True)
-    with _dot.emulating(isa):
+    with dot_isa.emulating(isa):
         result = parity(model, runs=2, seed=5)
     assert result.exact, result.summary()

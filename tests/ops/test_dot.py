@@ -2,7 +2,7 @@
 conv2d with output pixels or output channels in lanes, depthwise conv, matmul with a constant
 ``b``, for every dot-product ISA.
 
-The host's own ISA runs tensorized; the others are legalized with ``_dot.emulating`` and run
+The host's own ISA runs tensorized; the others are legalized with ``dot_isa.emulating`` and run
 untensorized, so their layouts, shifts and bias corrections (AArch64's included) are checked
 on any x86 host (only the instruction itself is not: ``tests/test_tvm_dot.py`` checks it is
 emitted). Every
@@ -17,12 +17,12 @@ import pytest
 from _ort import SingleOp
 from tvm import relax
 
-from canonqnn import _tvm, builder
+from canonqnn import _tvm, builder, dot_isa
 from canonqnn.ops import _dot, conv, conv_transpose, matmul
 from canonqnn.qparams import QParams
 
 HOST_ISA = _dot.host_isa()
-OTHER_ISAS = [isa.name for isa in _dot.ISAS if isa is not HOST_ISA]
+OTHER_ISAS = [isa.name for isa in dot_isa.ISAS if isa is not HOST_ISA]
 
 
 def _conv_op(rng, x_shape, o, k, **options):
@@ -116,11 +116,11 @@ def test_conv_forms_match_the_reference_on_the_host_isa(case):
 
 
 def _plans(mod, kernel: str) -> list[str]:
-    """The packed forms (``_dot.BLOCK_PLANS``) the legalization picks for the kernels whose
+    """The packed forms (``dot_isa.BLOCK_PLANS``) the legalization picks for the kernels whose
     name holds ``kernel`` (fused, not compiled)."""
     return [key for name, func in _tvm.module_functions(builder.fuse(mod)).items()
             if kernel in name for annotations in _tvm.root_block_annotations(func)
-            for key in annotations if key in _dot.BLOCK_PLANS]
+            for key in annotations if key in dot_isa.BLOCK_PLANS]
 
 
 def _conv_plans(x_shape, o, k, options) -> list[str]:
@@ -135,22 +135,22 @@ def _conv_plans(x_shape, o, k, options) -> list[str]:
     return _plans(bb.get(), "conv2d")
 
 
-@pytest.mark.parametrize("isa", [isa.name for isa in _dot.ISAS])
+@pytest.mark.parametrize("isa", [isa.name for isa in dot_isa.ISAS])
 def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
     # depthwise its own; rows where the output row fills the vectors; else output channels in
     # lanes, for grouped convs only where a group's output channels fill whole vectors
-    lanes = _dot.isa_named(isa).lanes
+    lanes = dot_isa.isa_named(isa).lanes
     for case, (x_shape, o, k, options) in CONVS.items():
         groups, stride = options.get("groups", 1), options.get("stride", 1)
         dilation, pad = options.get("dilation", 1), options.get("pad", k // 2)
         width = (x_shape[3] + 2 * pad - dilation * (k - 1) - 1) // stride + 1
         if groups == x_shape[1] == o:
-            expected = [_dot.DEPTHWISE]
-        elif _dot.rows_fit(width, _dot.isa_named(isa)):
-            expected = [_dot.ROWS]
+            expected = [dot_isa.DEPTHWISE]
+        elif _dot.rows_fit(width, dot_isa.isa_named(isa)):
+            expected = [dot_isa.ROWS]
         else:
-            expected = [_dot.ANNOTATION] if groups == 1 or (o // groups) % lanes == 0 else []
-        with _dot.emulating(isa):
+            expected = [dot_isa.ANNOTATION] if groups == 1 or (o // groups) % lanes == 0 else []
+        with dot_isa.emulating(isa):
             assert _conv_plans(x_shape, o, k, options) == expected, case
 
 
@@ -166,7 +166,7 @@ def test_strided_conv_transpose_runs_as_packed_convs_one_per_output_phase():
         groups=2), {"x": (1, 8, 7, 16)})
     # the four phases' convs have one shape here: one kernel, called four times (each phase's
     # rows are 16 outputs wide, whole vectors on 8- and 16-lane ISAs)
-    assert _plans(op.mod, "conv2d") == [_dot.ROWS]
+    assert _plans(op.mod, "conv2d") == [dot_isa.ROWS]
     _assert_exact(op, "conv_transpose")
 
 
@@ -188,14 +188,14 @@ def test_matmul_of_runtime_operands_matches_the_reference(case):
     a_shape, b_shape, b_zp = RUNTIME_B[case]
     op = _runtime_b_op(np.random.default_rng(0), a_shape, b_shape, b_zp=b_zp)
     if HOST_ISA is not None:  # it took the packed form
-        assert _plans(op.mod, "matmul") == [_dot.ANNOTATION]
+        assert _plans(op.mod, "matmul") == [dot_isa.ANNOTATION]
     _assert_exact(op, case)
 
 
 @pytest.mark.parametrize("isa", OTHER_ISAS)
 def test_other_isas_layouts_and_corrections_match_the_reference(isa):
     rng = np.random.default_rng(0)
-    with _dot.emulating(isa):
+    with dot_isa.emulating(isa):
         ops = [_conv_op(rng, (1, 5, 9, 16), 12, 3, w_zp=4, x_zp=-9),
                _conv_op(rng, (1, 9, 7, 7), 20, 3),
                _conv_op(rng, (1, 8, 11, 12), 8, 3, groups=8, stride=2),
@@ -210,7 +210,7 @@ def test_other_isas_layouts_and_corrections_match_the_reference(isa):
 @pytest.mark.parametrize("case", sorted(CONVS))
 def test_every_conv_form_on_every_isa(isa, case):
     x_shape, o, k, options = CONVS[case]
-    with _dot.emulating(isa):
+    with dot_isa.emulating(isa):
         op = _conv_op(np.random.default_rng(0), x_shape, o, k, **options)
     _assert_exact(op, f"{isa} {case}")
 
@@ -218,8 +218,8 @@ def test_every_conv_form_on_every_isa(isa, case):
 def test_pair4_weights_outside_int8_fall_back_to_the_plain_form():
     # int8 weights minus a nonzero zero point can leave int8: vpdpbusd cannot take them
     w = np.array([[[[-128]], [[127]]]], np.int8)
-    assert _dot.pack_conv_weights(w, np.array([5]), 0, _dot.isa_named("avx512_vnni")) is None
-    assert _dot.pack_conv_weights(w, np.array([5]), 0, _dot.isa_named("avx2")) is not None
+    assert _dot.pack_conv_weights(w, np.array([5]), 0, dot_isa.isa_named("avx512_vnni")) is None
+    assert _dot.pack_conv_weights(w, np.array([5]), 0, dot_isa.isa_named("avx2")) is not None
 
 
 @pytest.mark.parametrize("isa,shift", [("avx512_vnni", 128), ("avx_vnni", 128),
@@ -230,8 +230,8 @@ def test_bias_correction_makes_the_shifted_sum_exact(isa, shift):
     w = rng.integers(-128, 128, (4, 3, 2, 2)).astype(np.int8)
     x = rng.integers(-128, 128, (3, 2, 2)).astype(np.int64)
     x_zp = -11
-    packed = _dot.pack_conv_weights(w, np.zeros(4, np.int8), x_zp, _dot.isa_named(isa))
-    assert _dot.isa_named(isa).act_shift == shift
+    packed = _dot.pack_conv_weights(w, np.zeros(4, np.int8), x_zp, dot_isa.isa_named(isa))
+    assert dot_isa.isa_named(isa).act_shift == shift
     shifted = ((x + shift)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
     exact = ((x - x_zp)[None] * w.astype(np.int64)).sum(axis=(1, 2, 3))
     np.testing.assert_array_equal(shifted + packed.bias_correction, exact)
@@ -247,7 +247,7 @@ def test_bias_correction_makes_the_shifted_sum_exact(isa, shift):
     (set(), None, None),
 ])
 def test_isa_is_chosen_from_the_target_features(features, expected, pair2):
-    isa, pairs = _dot.isa_for(features.__contains__), _dot.pair2_isa(features.__contains__)
+    isa, pairs = dot_isa.isa_for(features.__contains__), dot_isa.pair2_isa(features.__contains__)
     assert (isa.name if isa else None) == expected
     assert (pairs.name if pairs else None) == pair2
     if pairs is not None:  # depthwise convs and run-time matmuls need the target's own pairs
@@ -256,16 +256,16 @@ def test_isa_is_chosen_from_the_target_features(features, expected, pair2):
 
 def test_depthwise_rows_take_the_int16_pair_width_that_idles_fewest_lanes():
     vnni = {"avx512vnni", "avx512bw", "avx2"}.__contains__
-    assert _dot.depthwise_isa(vnni, 7).name == "avx2"  # one 8-lane vector, not 16 lanes
-    assert _dot.depthwise_isa(vnni, 14).name == "avx512bw"  # 16 lanes either way: the wider
-    assert _dot.depthwise_isa(vnni, 112).name == "avx512bw"
-    assert _dot.depthwise_isa({"avx2"}.__contains__, 7).name == "avx2"
-    assert _dot.depthwise_isa({"neon"}.__contains__, 7).name == "neon"
-    assert _dot.depthwise_isa(set().__contains__, 7) is None
+    assert dot_isa.depthwise_isa(vnni, 7).name == "avx2"  # one 8-lane vector, not 16 lanes
+    assert dot_isa.depthwise_isa(vnni, 14).name == "avx512bw"  # 16 lanes either way: the wider
+    assert dot_isa.depthwise_isa(vnni, 112).name == "avx512bw"
+    assert dot_isa.depthwise_isa({"avx2"}.__contains__, 7).name == "avx2"
+    assert dot_isa.depthwise_isa({"neon"}.__contains__, 7).name == "neon"
+    assert dot_isa.depthwise_isa(set().__contains__, 7) is None
 
 
 def test_tiles_divide_the_loops_they_split():
-    for isa in _dot.ISAS:
+    for isa in dot_isa.ISAS:
         for width in (1, 7, 14, 56, 112, 13):
             tile = _dot.conv_tile(isa, 4, width)
             assert width % tile["width"] == 0 and 4 % tile["blocks"] == 0
@@ -279,7 +279,7 @@ def test_tiles_divide_the_loops_they_split():
 def test_short_rows_share_a_tile_so_each_broadcast_weight_serves_several_rows():
     # 14 outputs a row: one 16-lane vector; two rows of 8 channels load 10 vectors for 16
     # instructions where one row of 8 loaded 9 for 8
-    assert _dot.row_tile(_dot.isa_named("avx512_vnni"), 512, 14, 14) == {
+    assert _dot.row_tile(dot_isa.isa_named("avx512_vnni"), 512, 14, 14) == {
         "blocks": 8, "vectors": 1, "rows": 2}
     # long rows keep one row: the vectors along it already share each weight
-    assert _dot.row_tile(_dot.isa_named("avx512_vnni"), 128, 56, 56)["rows"] == 1
+    assert _dot.row_tile(dot_isa.isa_named("avx512_vnni"), 128, 56, 56)["rows"] == 1
