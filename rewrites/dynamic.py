@@ -102,6 +102,7 @@ class DynamicProduct:
 
 
 def dynamic_product(ctx: Context, call: Any):
+    at = ctx.binding_var  # the root multiply's variable: where the report names the island
     for accumulator, scales in (call.args, call.args[::-1]):
         widened = ctx.call(accumulator, ASTYPE)
         if widened is None or _tvm.dtype_of(widened) != "float32":
@@ -112,21 +113,21 @@ def dynamic_product(ctx: Context, call: Any):
         x = _centred_input(ctx, product.args[0])
         if x is None:
             return Decline("the integer product does not read DynamicQuantizeLinear's result "
-                           "and zero point of one tensor", call)
+                           "and zero point of one tensor", at)
         weight = _centred_weight(ctx, product.args[1])
         if weight is None:
-            return Decline("the weights are not a constant with a constant zero point", call)
+            return Decline("the weights are not a constant with a constant zero point", at)
         w_scale = _scale_product(ctx, scales, x)
         if w_scale is None:
-            return Decline("the scale is not DynamicQuantizeLinear's times a constant", call)
+            return Decline("the scale is not DynamicQuantizeLinear's times a constant", at)
         w, w_zp = weight
         is_conv = _tvm.op_name(product) == "relax.nn.conv2d"
         if not is_conv and len(_tvm.shape_of(w)) != 2:
-            return Decline("batched constant weights (dynamic_matmul takes [K, N])", call)
+            return Decline("batched constant weights (dynamic_matmul takes [K, N])", at)
         w_scale = _per_channel(w_scale, len(_tvm.shape_of(product)), 1 if is_conv else -1,
-                               "weight scale", call)
+                               "weight scale", at)
         w_zp = _per_channel(w_zp, len(_tvm.shape_of(w)), 0 if is_conv else -1,
-                            "weight zero point", call)
+                            "weight zero point", at)
         for value in (w_scale, w_zp):
             if isinstance(value, Decline):
                 return value
@@ -135,7 +136,7 @@ def dynamic_product(ctx: Context, call: Any):
         attrs = _tvm.attrs_dict(product)
         if attrs.get("data_layout", "NCHW") != "NCHW" or \
                 attrs.get("kernel_layout", "OIHW") != "OIHW":
-            return Decline("convolution layout other than NCHW/OIHW", call)
+            return Decline("convolution layout other than NCHW/OIHW", at)
         return DynamicProduct(x, w, w_scale, w_zp, attrs)
     return None
 
