@@ -157,7 +157,7 @@ def is_packed(sch: Any, block: Any) -> bool:
 def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool]) -> list[str]:
     """Schedule a block ``is_packed`` names for a target with ``has_feature``; returns the
     names of the blocks moved into it. Where the target lacks the block's instruction
-    (``ops.dot_isa.emulating``) its innermost loops are left to LLVM, untensorized."""
+    (``dot_isa.emulating``) its innermost loops are left to LLVM, untensorized."""
     annotations = sch.get(block).annotations
     plan = next(dict(annotations[k]) for k in BLOCK_PLANS if k in annotations)
     intrinsic = str(plan["intrinsic"])

@@ -15,9 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm, integrity, numerics, schedule
+from . import _tvm, dot_isa, integrity, numerics, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
-from . import dot_isa
 from .errors import CanonqnnError, VerificationError, first_line
 from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module

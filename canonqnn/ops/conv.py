@@ -31,13 +31,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import _tvm
+from .. import _tvm, dot_isa
 from .._tvm import te, topi
+from ..numerics.q31 import Q31_ROUNDINGS
 from ..qparams import QParams, accumulator_multiplier
-from .. import dot_isa
 from . import _dot
 from ._dtypes import check_sixteen_bit
-from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, register
 from ._requant import channel_multipliers, requant_channels, te_requant_channel
 

@@ -45,16 +45,15 @@ from typing import Any
 
 import numpy as np
 
-from .. import _tvm
+from .. import _tvm, dot_isa
 from .._tvm import te, tirx
-from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
-from .. import dot_isa
-from . import _dot
 # UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
 from ..dot_isa import UINT8_SHIFT
+from ..numerics.q31 import Q31_ROUNDINGS
+from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from . import _dot
 from ._dot import broadcast_index
 from ._dtypes import check_sixteen_bit
-from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, UnsupportedRounding, register
 from ._requant import channel_multipliers, requant_channels, te_requant_channel
 
