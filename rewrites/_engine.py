@@ -227,6 +227,12 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         self.declines: dict[Any, str] = {}
         self.misses: dict[Any, list[NearMiss]] = {}
 
+    def release(self) -> None:
+        """End the walk: the context points back at the mutator, and that cycle would keep the
+        module version it walked, its builder and its use counts alive until the cyclic
+        garbage collector ran (a full collection, after whole phases)."""
+        self.ctx = None
+
     def visit_var_binding_(self, binding: Any) -> None:
         self.ctx.binding_var = binding.var
         super().visit_var_binding_(binding)
@@ -300,7 +306,10 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: d
             uses.clear()  # (only the newest version of a function is read again)
             uses[func] = count_uses(func)
         mutator = _PhaseMutator(mod, rules, uses[func], source, profile)
-        new = mutator.visit_expr(func)
+        try:
+            new = mutator.visit_expr(func)
+        finally:
+            mutator.release()
         if mutator.fired:  # else the walk rebuilt the same function: keep it and its counts
             mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)

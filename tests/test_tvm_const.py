@@ -1,0 +1,47 @@
+"""``_tvm.const``: a copy of the value in a tensor TVM allocates (64-byte aligned, as its own
+allocations are), with no numpy array kept alive beside it."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from canonqnn import _tvm
+
+VALUES = [np.asarray(np.float32(0.05)), np.arange(24, dtype=np.int8).reshape(2, 3, 4),
+          np.arange(6, dtype=">i4").reshape(2, 3), np.arange(12.0).reshape(3, 4)[:, ::2],
+          np.asarray(np.uint8(200)), np.arange(5, dtype=np.float16), np.arange(3, dtype=np.int64),
+          np.array([True, False]), np.zeros((0, 3), np.int32)]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: f"{v.dtype.str}{list(v.shape)}")
+def test_const_holds_a_copy_of_the_value(value):
+    source = value.copy()
+    c = _tvm.const(source)
+    source[...] = 0  # the constant does not share the caller's memory
+    got = _tvm.const_value(c)
+    assert got.dtype == value.dtype.newbyteorder("=") and got.shape == value.shape
+    np.testing.assert_array_equal(got, value)
+    assert _tvm.dtype_of(c) == str(got.dtype) and _tvm.shape_of(c) == value.shape
+
+
+@pytest.mark.parametrize("value", [v for v in VALUES if v.size and v.dtype.kind != "b"],
+                         ids=lambda v: f"{v.dtype.str}{list(v.shape)}")
+def test_const_data_is_64_byte_aligned(value):
+    assert np.from_dlpack(_tvm.const(value).value).ctypes.data % 64 == 0
+
+
+def test_constants_keep_no_numpy_buffer_alive():
+    values = [np.full((8, 8, 3, 3), i % 100, np.int8) for i in range(200)]
+    values += [np.asarray(np.float32(i)) for i in range(200)]
+    tracemalloc.start()
+    try:
+        consts = [_tvm.const(v) for v in values]
+        numpy_alive = tracemalloc.take_snapshot().filter_traces(
+            [tracemalloc.DomainFilter(True, np.lib.tracemalloc_domain)])
+    finally:
+        tracemalloc.stop()
+    assert sum(s.size for s in numpy_alive.statistics("filename")) == 0
+    assert all(np.array_equal(_tvm.const_value(c), v) for c, v in zip(consts, values))
