@@ -389,11 +389,19 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
             name = _tvm.op_name(value)
             if name is None or name in BOUNDARY_OPS:
                 continue
-            if _tvm.is_tensor(var) and _tvm.dtype_of(var).startswith("float"):
+            if _tvm.is_tensor(var) and (_tvm.dtype_of(var).startswith("float")
+                                        or _reads_float(value)):
                 reason = declines.get(var) or _default_reason(name, value, bound, users.get(var))
                 report.float_islands.append(FloatIsland(name, _tvm.var_name(var), reason))
                 if misses.get(var):
                     report.near_misses[_tvm.var_name(var)] = misses[var]
+
+
+def _reads_float(value: Any) -> bool:
+    """Whether an op reads a float tensor (an argmax or a comparison of dequantized values
+    computes in float though its result is an integer or bool)."""
+    return any(isinstance(arg, relax.Expr) and _tvm.is_tensor(arg)
+               and _tvm.dtype_of(arg).startswith("float") for arg in value.args)
 
 
 FLOAT_IN_MODEL = "computed in float by the model"

@@ -904,7 +904,8 @@ def sum_divided_by_another_count():
 @example("reduce._argmax_input: argmax over the flattened tensor (no...", "argmax_last",
          "argmax_last_chain", "argmax over the flattened tensor")
 def last_argmax_of_the_flattened_tensor():
-    """(The argmax rule declines there too, at argmax's int64 result: no float island.)"""
+    """(The argmax rule declines there too, at argmax's int64 result:
+    ``test_an_argmax_left_in_float_is_a_named_island``.)"""
     def body(g, x):
         flipped = g(r.flip(g.dq(x), axis=1))
         return g(r.subtract(scalar(3, np.int64), g(r.argmax(flipped)))), flipped
@@ -1192,3 +1193,13 @@ def test_site_names_are_unique_and_do_not_move_with_lines():
         assert len(names) == len(set(names)) == len(calls), path.stem
         shifted = "\n\n\ndef _elsewhere():\n    return None\n\n" + text + "\n# the end\n"
         assert [s.name for s in sites_of(shifted, path.stem)] == names, path.stem
+
+
+def test_an_argmax_left_in_float_is_a_named_island():
+    # an argmax of dequantized values computes in float though its result is int64: the report
+    # names it, with the argmax rule's reason, rather than reporting no float island
+    mod = module({"x": i8(*NCHW)}, lambda g, x: g(r.argmax(g.dq(x))))
+    _, report = canonqnn.canonicalize(mod, numerics="exact")
+    (island,) = report.float_islands
+    assert island.op == "relax.argmax" and "argmax over the flattened tensor" in island.reason
+    assert [m.rule for m in report.near_misses[island.var]] == ["argmax"]
