@@ -97,7 +97,8 @@ def emulating(name: str):
 
 
 def intrinsic_features(intrinsic: str) -> tuple[str, ...]:
-    """The target features a tensor intrinsic of this module needs."""
+    """The target features a tensor intrinsic of these ISAs (``DotISA.intrinsic``,
+    ``row_intrinsic``) needs."""
     return next(isa.features for isa in ISAS
                 if intrinsic in (isa.intrinsic, row_intrinsic(isa)))
 

@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 
 from .._tvm import te, tirx
-from ..dot_isa import ANNOTATION, DEPTHWISE, ROWS, DotISA, isa_for, row_intrinsic
+from ..dot_isa import ANNOTATION, DEPTHWISE, ROWS, DotISA, isa_for, padded_width, row_intrinsic
 
 MAX_CORRECTED_K = 65_000  # pair 4: (128 + x_zp) * sum(w) and the raw sum stay inside int32
 
@@ -133,7 +133,7 @@ def pack_row_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
 def rows_fit(out_width: int, isa: DotISA) -> bool:
     """Whether a row of ``out_width`` outputs fills whole vectors of ``isa.lanes`` well
     enough for the row form (at most 1/8 of the lanes computed past the row's end)."""
-    padded = -(-out_width // isa.lanes) * isa.lanes
+    padded = padded_width(out_width, isa)
     return (padded - out_width) * 8 <= padded
 
 
@@ -153,7 +153,7 @@ def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padd
     o, kh, kw, cgb, pair = (int(d) for d in wr.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
-    owp = -(-ow // isa.lanes) * isa.lanes
+    owp = padded_width(ow, isa)
     rows = (oh - 1) * sh + (kh - 1) * dh + 1
     cols = owp + ((kw - 1) * dw) // sw
     channel, block = _grouped(c, groups, cgb, pair, o)
@@ -364,7 +364,7 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
     lanes = isa.lanes
-    owp = -(-ow // lanes) * lanes
+    owp = padded_width(ow, isa)
     rows = (oh - 1) * sh + 2 * (kh2 - 1) * dh + 1
     cols = owp + ((kw - 1) * dw) // sw
 
