@@ -34,9 +34,9 @@ pair of int8 inputs); the stored dtype does not matter:
 
 Roundings ``q31_double`` / ``q31_single`` reproduce the TFLite interpreter's reference kernels
 (ADD, SUB, MUL; int8 and uint8 compute the same integers after the shift by 128, so
-``source_dtype`` does not matter there). MBQM = MultiplyByQuantizedMultiplier (canonqnn/ops/_q31.py)
-with the op's rounding; multipliers from ``qparams.tflite_add_multipliers`` /
-``tflite_mul_multiplier``:
+``source_dtype`` does not matter there). MBQM = MultiplyByQuantizedMultiplier
+(canonqnn/numerics/q31.py) with the op's rounding; multipliers from
+``qparams.tflite_add_multipliers`` / ``tflite_mul_multiplier``:
     add/sub: A = MBQM((a - a_zp) * 2^20, mA, sA),  B = MBQM((b - b_zp) * 2^20, mB, sB)
              y = clamp(MBQM(A +/- B, mO, sO) + out_zp, act_min, act_max)
     add also takes TFLite's 16x8 int16 ADD (general scales: ``pot_scale_int16`` false, or a

@@ -304,7 +304,8 @@ def _te_wrap(value_int64):
 
 
 def _te_saturating_shift_left(x, exponent: int):
-    """TE twin of ``_q31.saturating_rounding_multiply_by_pot`` for ``exponent > 0`` (int32)."""
+    """TE twin of ``numerics.q31.saturating_rounding_multiply_by_pot`` for ``exponent > 0``
+    (int32)."""
     limit = (1 << (31 - exponent)) - 1
     shifted = _te_wrap(x.astype("int64") * tirx.const(1 << exponent, "int64"))
     return tirx.Select(x > _i32(limit), _i32(INT32_MAX),
