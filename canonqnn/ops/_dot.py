@@ -205,7 +205,7 @@ def row_tile(isa: DotISA, out_channels: int, out_width: int,
     accumulators, the one that loads the fewest vectors per instruction (each weight is
     broadcast once for every row and vector of the tile, each activation vector read once
     for every channel): short rows (14 outputs in 16 lanes) take several rows at once."""
-    vectors_in_row = -(-out_width // isa.lanes)
+    vectors_in_row = padded_width(out_width, isa) // isa.lanes
     best, best_key = {"blocks": 1, "vectors": 1, "rows": 1}, None
     for blocks in (1, 2, 3, 4, 6, 8):
         for vectors in (1, 2, 3, 4):

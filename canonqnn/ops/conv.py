@@ -119,7 +119,7 @@ def _legalize(bb: Any, call: Any) -> Any:
     _, cg, kh, kw = _tvm.shape_of(w)
     oh, ow = out_hw(h, wd, kh, kw, a)
     packed = _packed_weights(a, call, accumulator, wzp)
-    depthwise = _depthwise_isa(a, call, accumulator) if packed is None else None
+    depthwise = _depthwise_isa(a, call, accumulator, ow) if packed is None else None
     if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
         isa, weights, corrected, rows = packed
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
@@ -182,18 +182,16 @@ def _legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 
 
-def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str):
+def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str, out_width: int):
     """The ISA of the depthwise form (``ops._dot.te_depthwise_conv``) where it applies: one
     output channel per input channel, int8, constant weights, an int32 accumulator, a target
-    with ``vpmaddwd``; else None."""
+    with ``vpmaddwd``; else None. ``out_width``: the output row's length."""
     x, w = call.args[:2]
     has_feature = _tvm.current_target_features()
     if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
             or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
         return None
-    _, _, h, wd = _tvm.shape_of(x)
-    _, _, kh, kw = _tvm.shape_of(w)
-    return dot_isa.depthwise_isa(has_feature, out_hw(h, wd, kh, kw, a)[1])
+    return dot_isa.depthwise_isa(has_feature, out_width)
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
