@@ -389,19 +389,22 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
             name = _tvm.op_name(value)
             if name is None or name in BOUNDARY_OPS:
                 continue
-            if _tvm.is_tensor(var) and (_tvm.dtype_of(var).startswith("float")
-                                        or _reads_float(value)):
+            if _float_tensor(var) or (_tvm.is_tensor(var) and _reads_float(value)):
                 reason = declines.get(var) or _default_reason(name, value, bound, users.get(var))
                 report.float_islands.append(FloatIsland(name, _tvm.var_name(var), reason))
                 if misses.get(var):
                     report.near_misses[_tvm.var_name(var)] = misses[var]
 
 
+def _float_tensor(expr: Any) -> bool:
+    return isinstance(expr, relax.Expr) and _tvm.is_tensor(expr) and \
+        _tvm.dtype_of(expr).startswith("float")
+
+
 def _reads_float(value: Any) -> bool:
     """Whether an op reads a float tensor (an argmax or a comparison of dequantized values
     computes in float though its result is an integer or bool)."""
-    return any(isinstance(arg, relax.Expr) and _tvm.is_tensor(arg)
-               and _tvm.dtype_of(arg).startswith("float") for arg in value.args)
+    return any(_float_tensor(arg) for arg in value.args)
 
 
 FLOAT_IN_MODEL = "computed in float by the model"
@@ -412,8 +415,7 @@ def _default_reason(name: str, value: Any, bound: dict, users: list[str] | None)
     (no quantize/dequantize pair around it), or no rule covers the op."""
     for arg in value.args:
         producer = _tvm.op_name(bound.get(arg)) if isinstance(arg, relax.Var) else None
-        if producer and producer not in BOUNDARY_OPS and _tvm.is_tensor(arg) and \
-                _tvm.dtype_of(arg).startswith("float"):
+        if producer and producer not in BOUNDARY_OPS and _float_tensor(arg):
             return f"{FLOAT_IN_MODEL}: it reads the float result of {producer} (no quantize " \
                    "in between)"
     if users and QUANTIZE not in users:
