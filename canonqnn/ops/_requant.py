@@ -44,11 +44,16 @@ def requant_accumulator(acc, mult, zp: int, act_min: int, act_max: int) -> np.nd
 
 
 def te_requant_accumulator(acc, mult, zp: int, act_min: int, act_max: int):
-    """TE twin of ``requant_accumulator`` for one element (``acc`` int32, ``mult`` float32)."""
+    """TE twin of ``requant_accumulator`` for one element (``acc`` int32, ``mult`` float32).
+
+    The rounding is ``llvm.lrint``: ties to even in the default rounding mode, as
+    ``tirx.round`` (``llvm.nearbyint``) followed by a conversion, but one instruction on x86
+    (``cvtps2dq``, where the other is ``vrndscaleps`` then ``cvttps2dq``); the value is
+    clamped first, so it is always within int32."""
     v = acc.astype("float32") * mult
     v = te.max(te.min(v, tirx.const(float(act_max - zp), "float32")),
                tirx.const(float(act_min - zp), "float32"))
-    return (tirx.round(v).astype("int32") + zp).astype("int8")
+    return (tirx.call_llvm_pure_intrin("int32", "llvm.lrint", v) + zp).astype("int8")
 
 
 # ---------------------------------------------------------------- int8 -> int8 via real value
