@@ -387,13 +387,21 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
                 report.canonical_ops[canonical.name] += 1
                 continue
             name = _tvm.op_name(value)
-            if name is None or name in BOUNDARY_OPS:
+            if name is None or name in BOUNDARY_OPS and not _declined_requantization(
+                    name, var, declines, users.get(var)):
                 continue
             if _float_tensor(var) or (_tvm.is_tensor(var) and _reads_float(value)):
                 reason = declines.get(var) or _default_reason(name, value, bound, users.get(var))
                 report.float_islands.append(FloatIsland(name, _tvm.var_name(var), reason))
                 if misses.get(var):
                     report.near_misses[_tvm.var_name(var)] = misses[var]
+
+
+def _declined_requantization(name: str, var: Any, declines: dict[Any, str],
+                             users: list[str] | None) -> bool:
+    """Whether ``var`` is a dequantize a rule declined to fold whose value only quantizes
+    read: a requantization left to compute in float, which no other float op shows."""
+    return name == DEQUANTIZE and var in declines and bool(users) and set(users) == {QUANTIZE}
 
 
 def _float_tensor(expr: Any) -> bool:

@@ -83,7 +83,9 @@ def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any
         return Decline(f"bias of shape {list(added_shape)} is not one value per output channel",
                        at)
     if values.size not in (1, channels):
-        return Decline(f"bias of {values.size} values for {channels} channels", at)
+        plural = "" if channels == 1 else "s"
+        return Decline(f"bias of {values.size} values, not one per output channel (the output "
+                       f"has {channels} channel{plural})", at)
     want = np.broadcast_to(acc_scale, (channels,)).astype(np.float32)
     values = np.broadcast_to(values, (channels,))
     if parsed is None:
