@@ -1,6 +1,7 @@
 """Fold a zero padding into the conv that reads it.
 
-    canonqnn.conv2d(canonqnn.pad(x, H/W only, constant x_zp), padding p) -> canonqnn.conv2d(x, p + pads)
+    canonqnn.conv2d(canonqnn.pad(x, H/W only, constant x_zp), padding p)
+        -> canonqnn.conv2d(x, p + pads)
 
 PyTorch writes TF-style asymmetric padding as a pad before the conv (its quantizer shares the
 pad's parameters), ONNX exporters sometimes write Pad -> Conv: the conv's own padding reads

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 from _onnx_chains import attention_scores, extreme_inputs, offset, qdq_model, scalar
-from onnx import helper, numpy_helper
+from onnx import helper
 
 import canonqnn
 from canonqnn import numerics
