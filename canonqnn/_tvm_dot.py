@@ -275,19 +275,25 @@ def _vectorize_requant(sch: Any, names: list[str], lanes: int) -> None:
             sch.vectorize(sch.split(loop, [None, lanes])[1])
 
 
-def _schedule_input_stages(sch: Any, block: Any, cores: int, borders: Any) -> list[str]:
+def _schedule_input_stages(sch: Any, block: Any, cores: int, plan: dict) -> list[str]:
     """The pad and pack stages of a row-form input (``te_row_conv``), whole before the
-    reduction: channel planes in parallel, the pad's column loop split at the borders so its
-    interior vectorizes."""
+    reduction: channel planes in parallel, the column loop split at the borders so its
+    interior vectorizes. Where the plan says ``pad_in_pack``, the pad is computed inside the
+    pack (one pass over the input instead of two)."""
     (pack,) = sch.get_producers(block)
     (pad,) = sch.get_producers(pack)
     names = [sch.get(pack).name_hint, sch.get(pad).name_hint]
-    for stage in (pad, pack):
+    inline = int(plan.get("pad_in_pack", 0))
+    if inline:
+        sch.compute_inline(pad)
+    for stage in (pack,) if inline else (pad, pack):
         loops = sch.get_loops(stage)
         if cores > 1:
             sch.parallel(sch.fuse(loops[0], loops[1]))
-    left, width = (int(b) for b in borders)
-    _partition(sch, sch.get_loops(pad)[-1], [left, width])
+    left, width = (int(b) for b in plan["borders"])
+    # the pack's columns are the input's where the stride is 1 (the only case inlined)
+    _partition(sch, sch.get_loops(pack)[-2] if inline else sch.get_loops(pad)[-1],
+               [left, width])
     return names
 
 
@@ -302,7 +308,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     lanes = int(plan["lanes"])
     blocks, vectors = int(plan["blocks"]), int(plan["vectors"])
     rows = int(plan.get("rows", 1))
-    names = _schedule_input_stages(sch, block, cores, plan["borders"])
+    names = _schedule_input_stages(sch, block, cores, plan)
     n, o, i, j, ry, rx, rc, rk = sch.get_loops(block)
     o_out, o_in = sch.split(o, [None, blocks])
     i_out, i_in = sch.split(i, [None, rows])

@@ -117,17 +117,21 @@ def pair2_isa(has_feature) -> DotISA | None:
     return None if isa is None else isa_named(isa.pair2)
 
 
-def depthwise_isa(has_feature, out_width: int) -> DotISA | None:
-    """The int16-pair ISA of a depthwise conv whose output rows are ``out_width`` long: the
-    target's ``pair2`` (``pair2_isa``), or a narrower int16-pair ISA the target also has where
-    such rows waste fewer lanes on it (7 outputs: one 8-lane vector, not a 16-lane one with 9
-    lanes idle)."""
-    widest = pair2_isa(has_feature)
-    if widest is None or _emulated:
-        return widest
-    narrower = [isa for isa in ISAS if isa.pair == 2 and isa.lanes < widest.lanes
-                and all(has_feature(f) for f in isa.features)]
-    return min([widest, *narrower], key=lambda isa: (padded_width(out_width, isa), -isa.lanes))
+def depthwise_isas(has_feature, out_width: int, strided: bool = False) -> list[DotISA]:
+    """The ISAs a depthwise conv whose output rows are ``out_width`` long can take, best
+    first: the target's ISA (``isa_for``) where it is a pair-4 one and the conv is not
+    ``strided`` (a 3x3 kernel's rows in one accumulating instruction; it needs the weights to
+    fit int8), then the int16-pair ISAs the target has, those whose vectors idle the fewest
+    lanes on such rows first (7 outputs: one 8-lane vector, not a 16-lane one with 9 lanes
+    idle), then the wider. Strided convs read each packed row for half as many outputs, and
+    their four-row byte pack cost more than the instructions saved (docs/build.md). Under
+    ``emulating``: the emulated ISA and its ``pair2``."""
+    if _emulated:
+        return [_emulated[-1], isa_named(_emulated[-1].pair2)]
+    best = isa_for(has_feature)
+    pairs = [isa for isa in ISAS if isa.pair == 2 and all(has_feature(f) for f in isa.features)]
+    return [best] * (best is not None and best.pair == 4 and not strided) + sorted(
+        pairs, key=lambda isa: (padded_width(out_width, isa), -isa.lanes))
 
 
 def row_intrinsic(isa: DotISA) -> str:

@@ -178,6 +178,10 @@ def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padd
             .astype("int32") * wr[oc, ry, rx, rc, rk].astype("int32"), axis=[ry, rx, rc, rk]),
         name="acc_rows", attrs={ROWS: {"intrinsic": row_intrinsic(isa), "lanes": isa.lanes,
                                        "borders": [pl, wd], **tile,
+                                       # one pass over the input (pad computed in the
+                                       # pack) where it measured faster: stride 1, rows of
+                                       # at least two vectors
+                                       "pad_in_pack": int(sh == sw == 1 and owp >= 2 * isa.lanes),
                                        "macs": n * o * oh * ow * (c // groups) * kh * kw,
                                        # what the outer loop keeps in cache: input rows, or
                                        # a block's weights where the weights are larger
@@ -328,7 +332,14 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, isa: DotISA, bias: n
     """``(packed weights, corrected int32 bias)`` for an int8 conv's (or a 1x1 view of a
     matmul's) constant weights ``w`` [O, C, KH, KW] on ``isa``, packed for the row form
     (``rows``) or with output channels in lanes; None where the form would not be exact."""
-    weights = (pack_row_weights if rows else pack_conv_weights)(w, w_zp, x_zp, isa)
+    return with_corrected_bias((pack_row_weights if rows else pack_conv_weights)(
+        w, w_zp, x_zp, isa), bias)
+
+
+def with_corrected_bias(weights: PackedWeights | None,
+                        bias: np.ndarray) -> tuple[PackedWeights, np.ndarray] | None:
+    """``(weights, bias + their correction as int32)``, None where either is None or the sum
+    leaves int32."""
     if weights is None:
         return None
     biased = np.asarray(bias).astype(np.int64) + weights.bias_correction
@@ -337,35 +348,42 @@ def packed_weights_for(w: Any, w_zp: np.ndarray, x_zp: int, isa: DotISA, bias: n
     return weights, biased.astype(np.int32)
 
 
-def depthwise_weights(w: np.ndarray, w_zp: np.ndarray) -> np.ndarray:
-    """``w - w_zp`` [C, 1, KH, KW] as int16 ``[C, ceil(KH/2), KW, 2]``: kernel rows in pairs
-    (a missing last row zero), as the row intrinsic multiplies them."""
+def depthwise_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
+                      isa: DotISA) -> PackedWeights | None:
+    """``w - w_zp`` [C, 1, KH, KW] for ``te_depthwise_conv`` on ``isa``: kernel rows in
+    groups of ``pair`` side by side, ``[C, ceil(KH/P), KW, P]`` (the missing last rows zero),
+    as the row intrinsic multiplies them; with the bias correction of a pair-4 ISA
+    (``_real_weights``). None where the form would not be exact."""
+    real = _real_weights(w, w_zp, x_zp, isa)
+    if real is None:
+        return None
+    wz, correction = real
     c, _, kh, kw = w.shape
-    zp = np.broadcast_to(np.asarray(w_zp, np.int64).reshape(-1), (c,))
-    real = w[:, 0].astype(np.int64) - zp[:, None, None]
-    pairs = np.zeros((c, 2 * (-(-kh // 2)), kw), np.int64)
-    pairs[:, :kh] = real
-    return np.ascontiguousarray(pairs.reshape(c, -1, 2, kw).transpose(0, 1, 3, 2)).astype(
-        np.int16)
+    pair = isa.pair
+    rows = np.zeros((c, pair * (-(-kh // pair)), kw), np.int64)
+    rows[:, :kh] = wz[:, 0]
+    packed = rows.reshape(c, -1, pair, kw).transpose(0, 1, 3, 2)
+    return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
 
 
 def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
                       out_hw: tuple[int, int], kernel_height: int) -> Any:
     """The int32 accumulator ``acc[n, c, i, j]`` (j padded to whole vectors) of a depthwise
-    conv of an int8 NCHW ``x`` with ``depthwise_weights`` ``w``.
+    conv of an int8 NCHW ``x`` with ``depthwise_weights`` ``w``, without the bias correction.
 
-    Each channel's input is packed as int16 ``x - x_zp`` (padding 0, a real zero) with two
-    input rows ``dh`` apart side by side and the columns split by phase modulo the stride:
-    ``xp[n, c, y, x % sw, x // sw, k] = xpad[n, c, y + k*dh, x]``. Then ``lanes`` outputs of a
-    row and a pair of kernel rows read ``lanes x 2`` contiguous values, one ``vpmaddwd`` with
-    the broadcast weight pair (exact: int16 products summed in pairs into int32)."""
+    Each channel's input is packed as ``_activation`` writes it (padding ``_padding``, a real
+    zero) with ``pair`` input rows ``dh`` apart side by side and the columns split by phase
+    modulo the stride: ``xp[n, c, y, x % sw, x // sw, k] = xpad[n, c, y + k*dh, x]``. Then
+    ``lanes`` outputs of a row and a group of ``pair`` kernel rows read ``lanes x pair``
+    contiguous values, one instruction with the broadcast weights (``vpmaddwd``: int16
+    products summed in pairs; ``vpdpbusd``: a 3x3 kernel's three rows in one instruction)."""
     n, c, h, wd = (int(d) for d in x.shape)
-    _, kh2, kw, _ = (int(d) for d in w.shape)
+    _, row_groups, kw, pair = (int(d) for d in w.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
     lanes = isa.lanes
     owp = padded_width(ow, isa)
-    rows = (oh - 1) * sh + 2 * (kh2 - 1) * dh + 1
+    rows = (oh - 1) * sh + pair * (row_groups - 1) * dh + 1
     cols = owp + ((kw - 1) * dw) // sw
 
     def pad(nn, cc, yy, xx):  # TIR's if_then_else reads x only where the test holds
@@ -374,21 +392,21 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
                                  _padding(x_zp, isa))
 
     # padded wide and tall enough for every read of the pack below, which then tests nothing
-    xpad = te.compute((n, c, rows + dh, cols * sw), pad, name="x_pad")
-    # the reduction reads pack rows i*sh + 2*ry*dh: where the stride divides 2*dh, only every
-    # sh-th row, so only those are packed (half the pack of a stride-2 conv)
-    step = sh if (2 * dh) % sh == 0 else 1
-    xp = te.compute((n, c, (rows - 1) // step + 1, sw, cols, 2),
+    xpad = te.compute((n, c, rows + (pair - 1) * dh, cols * sw), pad, name="x_pad")
+    # the reduction reads pack rows i*sh + pair*ry*dh: where the stride divides pair*dh,
+    # only every sh-th row, so only those are packed (half the pack of a stride-2 conv)
+    step = sh if (pair * dh) % sh == 0 else 1
+    xp = te.compute((n, c, (rows - 1) // step + 1, sw, cols, pair),
                     lambda nn, cc, y, phase, xo, k: xpad[nn, cc, y * step + k * dh,
                                                          xo * sw + phase], name="x_pack")
-    ry = te.reduce_axis((0, kh2), "ry")
+    ry = te.reduce_axis((0, row_groups), "ry")
     rx = te.reduce_axis((0, kw), "rx")
-    rk = te.reduce_axis((0, 2), "rk")
+    rk = te.reduce_axis((0, pair), "rk")
     return te.compute(
         (n, c, oh, owp),
         lambda nn, cc, i, j: te.sum(
-            xp[nn, cc, (i * sh + 2 * ry * dh) // step, (rx * dw) % sw, j + (rx * dw) // sw, rk]
-            .astype("int32") * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
+            xp[nn, cc, (i * sh + pair * ry * dh) // step, (rx * dw) % sw, j + (rx * dw) // sw,
+               rk].astype("int32") * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
         name="acc_depthwise", attrs={DEPTHWISE: {"intrinsic": row_intrinsic(isa),
                                                   "macs": n * c * oh * ow * kernel_height * kw,
                                                   "lanes": lanes, "borders": [pl, wd]}})

@@ -119,12 +119,15 @@ def _legalize(bb: Any, call: Any) -> Any:
     _, cg, kh, kw = _tvm.shape_of(w)
     oh, ow = out_hw(h, wd, kh, kw, a)
     packed = _packed_weights(a, call, accumulator, wzp)
-    depthwise = _depthwise_isa(a, call, accumulator, ow) if packed is None else None
+    found = _depthwise_weights(a, call, accumulator, wzp, ow) if packed is None else None
+    depthwise = found[0] if found is not None else None
     if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
         isa, weights, corrected, rows = packed
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
-    elif depthwise is not None:
-        w = _tvm.const(_dot.depthwise_weights(_tvm.const_value(w), wzp), "int16")
+    elif found is not None:
+        _, weights, corrected = found
+        bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed,
+                                                             depthwise.weight_dtype)
 
     def accumulate(x, w, wzp):
         """``acc(nn, oo, i, j)``: the accumulator without bias, in the form chosen above."""
@@ -182,22 +185,31 @@ def _legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
 
 
-def _depthwise_isa(a: dict[str, Any], call: Any, accumulator: str, out_width: int):
-    """The ISA of the depthwise form (``ops._dot.te_depthwise_conv``) where it applies: one
-    output channel per input channel, int8, constant weights, an int32 accumulator, a target
-    with ``vpmaddwd``; else None. ``out_width``: the output row's length."""
-    x, w = call.args[:2]
+def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
+                       out_width: int):
+    """``(isa, PackedWeights, corrected bias)`` of the depthwise form
+    (``ops._dot.te_depthwise_conv``) where it applies: one output channel per input channel,
+    int8, constant weights and bias, an int32 accumulator, a target with a dot-product
+    instruction; the first of ``dot_isa.depthwise_isas`` the weights are exact on. Else None.
+    ``out_width``: the output row's length."""
+    x, w, bias = call.args[:3]
     has_feature = _tvm.current_target_features()
     if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
-            or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
+            or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
+            or not _tvm.is_const(bias)):
         return None
-    return dot_isa.depthwise_isa(has_feature, out_width)
+    for isa in dot_isa.depthwise_isas(has_feature, out_width, tuple(a["strides"]) != (1, 1)):
+        found = _dot.with_corrected_bias(_dot.depthwise_weights(
+            _tvm.const_value(w), wzp, a["x_zp"], isa), _tvm.const_value(bias))
+        if found is not None:
+            return isa, *found
+    return None
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
     """``(isa, PackedWeights, bias, rows)`` where the conv runs on the target's dot-product
     instructions (``ops._dot``): an int8 conv with constant weights and bias and an int32
-    accumulator, not depthwise (``_depthwise_isa``'s); else None (the plain loop nest).
+    accumulator, not depthwise (``_depthwise_weights``'); else None (the plain loop nest).
     ``rows``: output pixels in lanes (``te_row_conv``), where the output row fills the
     vectors; else output channels in lanes (``te_packed_conv``), where each group's output
     channels fill whole vectors."""

@@ -81,6 +81,8 @@ def _runtime_b_op(rng, a_shape, b_shape, *, b_zp=(0,)):
 
 CONVS = {  # name: (x shape, out channels, kernel, options)
     "3x3_rows": ((1, 5, 9, 16), 12, 3, {}),
+    # rows of several vectors at stride 1: the padding is written by the pack itself
+    "3x3_wide_rows": ((1, 6, 5, 30), 8, 3, {}),
     "3x3_channel_lanes": ((1, 16, 7, 7), 20, 3, {}),
     "short_rows_odd_channels": ((1, 8, 5, 5), 20, 3, {}),
     "1x1": ((1, 24, 8, 8), 16, 1, {}),
@@ -152,6 +154,30 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
             expected = [dot_isa.ANNOTATION] if groups == 1 or (o // groups) % lanes == 0 else []
         with dot_isa.emulating(isa):
             assert _conv_plans(x_shape, o, k, options) == expected, case
+
+
+def test_row_form_packs_with_its_padding_in_one_pass_only_for_wide_unstrided_rows():
+    def pad_in_pack(case, isa):
+        x_shape, o, k, options = CONVS[case]
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
+        with dot_isa.emulating(isa), bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o,
+                                                        k, **options)(x)))
+            bb.emit_func_output(out)
+            fused = builder.fuse(bb.get())
+        return [int(annotations[dot_isa.ROWS]["pad_in_pack"])
+                for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
+                for annotations in _tvm.root_block_annotations(func)
+                if dot_isa.ROWS in annotations]
+
+    # 30 outputs: two 16-lane vectors, four 8-lane ones; 16 outputs: one or two
+    assert pad_in_pack("3x3_wide_rows", "avx512_vnni") == pad_in_pack("3x3_wide_rows",
+                                                                      "avx2") == [1]
+    assert pad_in_pack("3x3_rows", "avx512_vnni") == [0]
+    assert pad_in_pack("3x3_rows", "avx2") == [1]
+    assert pad_in_pack("channel_multiplier", "avx2") == [0]  # stride 2, one 8-lane vector
 
 
 @pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot-product")
@@ -254,14 +280,53 @@ def test_isa_is_chosen_from_the_target_features(features, expected, pair2):
         assert all(f in features for f in pairs.features)
 
 
-def test_depthwise_rows_take_the_int16_pair_width_that_idles_fewest_lanes():
-    vnni = {"avx512vnni", "avx512bw", "avx2"}.__contains__
-    assert dot_isa.depthwise_isa(vnni, 7).name == "avx2"  # one 8-lane vector, not 16 lanes
-    assert dot_isa.depthwise_isa(vnni, 14).name == "avx512bw"  # 16 lanes either way: the wider
-    assert dot_isa.depthwise_isa(vnni, 112).name == "avx512bw"
-    assert dot_isa.depthwise_isa({"avx2"}.__contains__, 7).name == "avx2"
-    assert dot_isa.depthwise_isa({"neon"}.__contains__, 7).name == "neon"
-    assert dot_isa.depthwise_isa(set().__contains__, 7) is None
+def test_depthwise_takes_the_targets_pair4_isa_then_the_pairs_that_idle_fewest_lanes():
+    def names(features, width, strided=False):
+        return [isa.name for isa in dot_isa.depthwise_isas(features.__contains__, width,
+                                                            strided)]
+
+    vnni = {"avx512vnni", "avx512bw", "avx2"}
+    assert names(vnni, 14) == ["avx512_vnni", "avx512bw", "avx2"]
+    assert names(vnni, 14, strided=True) == ["avx512bw", "avx2"]
+    # 7 outputs: one 8-lane vector, not 16 lanes with 9 idle, among the int16-pair ISAs
+    assert names(vnni, 7) == ["avx512_vnni", "avx2", "avx512bw"]
+    assert names({"avx2", "avxvnni"}, 7) == ["avx_vnni", "avx2"]
+    assert names({"avx2", "avx512bw"}, 112) == ["avx512bw", "avx2"]
+    assert names({"avx2"}, 7) == ["avx2"]
+    assert names({"neon", "dotprod"}, 7) == ["neon_dotprod", "neon"]
+    assert names(set(), 7) == []
+
+
+def _depthwise_op(w: np.ndarray, w_zp: int) -> SingleOp:
+    c = w.shape[0]
+    return SingleOp(lambda x: conv.conv2d(
+        x, _tvm.const(w, "int8"), np.arange(c, dtype=np.int32) * 37 - 100,
+        QParams.make(0.05, 3), QParams.make(np.full(c, 0.01, np.float32),
+                                            np.full(c, w_zp, np.int8), axis=0),
+        QParams.make(0.9, -7), strides=(1, 1), padding=(1,) * 4, dilation=(1, 1), groups=c),
+        {"x": (1, c, 6, 16)})
+
+
+def _depthwise_intrinsics(mod) -> list[str]:
+    """The tensor intrinsics of the depthwise plans of ``mod``'s conv kernels."""
+    return [str(annotations[dot_isa.DEPTHWISE]["intrinsic"])
+            for name, func in _tvm.module_functions(builder.fuse(mod)).items()
+            if "conv2d" in name for annotations in _tvm.root_block_annotations(func)
+            if dot_isa.DEPTHWISE in annotations]
+
+
+def test_depthwise_takes_the_pair4_isa_only_where_its_weights_fit_int8():
+    w = np.random.default_rng(4).integers(-128, 128, (8, 1, 3, 3)).astype(np.int8)
+    w[0, 0, 0, 0] = -128  # minus a zero point of 5: outside int8, which vpdpbusd cannot take
+    with dot_isa.emulating("avx512_vnni"):
+        fits, does_not = _depthwise_op(w, 0), _depthwise_op(w, 5)
+    def row(name):
+        return [dot_isa.row_intrinsic(dot_isa.isa_named(name))]
+
+    assert _depthwise_intrinsics(fits.mod) == row("avx512_vnni")
+    assert _depthwise_intrinsics(does_not.mod) == row("avx512bw")
+    for op in (fits, does_not):
+        _assert_exact(op, "depthwise")
 
 
 def test_tiles_divide_the_loops_they_split():
