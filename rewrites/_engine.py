@@ -387,8 +387,8 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
                 report.canonical_ops[canonical.name] += 1
                 continue
             name = _tvm.op_name(value)
-            if name is None or name in BOUNDARY_OPS and not _declined_requantization(
-                    name, var, declines, users.get(var)):
+            if name is None or (name in BOUNDARY_OPS and not _declined_requantization(
+                    name, var, declines, users.get(var))):
                 continue
             if _float_tensor(var) or (_tvm.is_tensor(var) and _reads_float(value)):
                 reason = declines.get(var) or _default_reason(name, value, bound, users.get(var))

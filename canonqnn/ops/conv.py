@@ -126,8 +126,9 @@ def _legalize(bb: Any, call: Any) -> Any:
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif found is not None:
         _, weights, corrected = found
-        bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed,
-                                                             depthwise.weight_dtype)
+        w = _tvm.const(weights.packed, depthwise.weight_dtype)
+        if corrected is not None:
+            bias = _tvm.const(corrected, "int32")
 
     def accumulate(x, w, wzp):
         """``acc(nn, oo, i, j)``: the accumulator without bias, in the form chosen above."""
@@ -189,19 +190,23 @@ def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.n
                        out_width: int):
     """``(isa, PackedWeights, corrected bias)`` of the depthwise form
     (``ops._dot.te_depthwise_conv``) where it applies: one output channel per input channel,
-    int8, constant weights and bias, an int32 accumulator, a target with a dot-product
-    instruction; the first of ``dot_isa.depthwise_isas`` the weights are exact on. Else None.
+    int8, constant weights, an int32 accumulator, a target with a dot-product instruction;
+    the first of ``dot_isa.depthwise_isas`` the weights are exact on (an int16-pair one
+    where the bias is not constant: it takes no correction, and the bias is None). Else None.
     ``out_width``: the output row's length."""
     x, w, bias = call.args[:3]
     has_feature = _tvm.current_target_features()
     if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
-            or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
-            or not _tvm.is_const(bias)):
+            or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
         return None
     for isa in dot_isa.depthwise_isas(has_feature, out_width, tuple(a["strides"]) != (1, 1)):
-        found = _dot.with_corrected_bias(_dot.depthwise_weights(
-            _tvm.const_value(w), wzp, a["x_zp"], isa), _tvm.const_value(bias))
-        if found is not None:
+        weights = _dot.depthwise_weights(_tvm.const_value(w), wzp, a["x_zp"], isa)
+        if weights is None:
+            continue
+        if not _tvm.is_const(bias):
+            if not weights.bias_correction.any():
+                return isa, weights, None
+        elif (found := _dot.with_corrected_bias(weights, _tvm.const_value(bias))) is not None:
             return isa, *found
     return None
 

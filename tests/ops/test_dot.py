@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import SingleOp
+from _ort import MultiOp, SingleOp
 from tvm import relax
 
 from canonqnn import _tvm, builder, dot_isa
@@ -178,6 +178,26 @@ def test_row_form_packs_with_its_padding_in_one_pass_only_for_wide_unstrided_row
     assert pad_in_pack("3x3_rows", "avx512_vnni") == [0]
     assert pad_in_pack("3x3_rows", "avx2") == [1]
     assert pad_in_pack("channel_multiplier", "avx2") == [0]  # stride 2, one 8-lane vector
+
+
+def test_depthwise_with_a_runtime_bias_takes_a_form_that_needs_no_correction():
+    # the vpdpbusd form folds its correction into a constant bias; a run-time one cannot take it
+    rng = np.random.default_rng(5)
+    w = rng.integers(-127, 128, (8, 1, 3, 3)).astype(np.int8)
+    call = conv.conv2d(relax.Var("x", _tvm.tensor_type((1, 8, 6, 16), "int8")),
+                       _tvm.const(w, "int8"), np.zeros(8, np.int32), QParams.make(0.05, 3),
+                       QParams.make(np.full(8, 0.01, np.float32), np.zeros(8, np.int8), axis=0),
+                       QParams.make(0.9, -7), strides=(1, 1), padding=(1,) * 4,
+                       dilation=(1, 1), groups=8)
+    with dot_isa.emulating("avx512_vnni"):
+        op = MultiOp(lambda x, b: [relax.Call(call.op, [x, call.args[1], b, *call.args[3:]],
+                                              call.attrs)],
+                     {"x": ((1, 8, 6, 16), "int8"), "b": ((8,), "int32")})
+    assert _depthwise_intrinsics(op.mod) == [dot_isa.row_intrinsic(dot_isa.isa_named("avx512bw"))]
+    feeds = {"x": rng.integers(-128, 128, (1, 8, 6, 16)).astype(np.int8),
+             "b": rng.integers(-5000, 5000, 8).astype(np.int32)}
+    (reference,) = op.references(**feeds)
+    np.testing.assert_array_equal(np.reshape(op.tvm(**feeds)[0], reference.shape), reference)
 
 
 @pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot-product")
