@@ -117,20 +117,18 @@ def pair2_isa(has_feature) -> DotISA | None:
     return None if isa is None else isa_named(isa.pair2)
 
 
-def depthwise_isas(has_feature, out_width: int, strided: bool = False) -> list[DotISA]:
+def depthwise_isas(has_feature, out_width: int) -> list[DotISA]:
     """The ISAs a depthwise conv whose output rows are ``out_width`` long can take, best
-    first: the target's ISA (``isa_for``) where it is a pair-4 one and the conv is not
-    ``strided`` (a 3x3 kernel's rows in one accumulating instruction; it needs the weights to
-    fit int8), then the int16-pair ISAs the target has, those whose vectors idle the fewest
-    lanes on such rows first (7 outputs: one 8-lane vector, not a 16-lane one with 9 lanes
-    idle), then the wider. Strided convs read each packed row for half as many outputs, and
-    their four-row byte pack cost more than the instructions saved (docs/build.md). Under
-    ``emulating``: the emulated ISA and its ``pair2``."""
+    first: the target's ISA (``isa_for``) where it is a pair-4 one (a 3x3 kernel's row of
+    taps in one accumulating instruction; it needs the weights to fit int8), then the
+    int16-pair ISAs the target has, those whose vectors idle the fewest lanes on such rows
+    first (7 outputs: one 8-lane vector, not a 16-lane one with 9 lanes idle), then the
+    wider. Under ``emulating``: the emulated ISA and its ``pair2``."""
     if _emulated:
         return [_emulated[-1], isa_named(_emulated[-1].pair2)]
     best = isa_for(has_feature)
     pairs = [isa for isa in ISAS if isa.pair == 2 and all(has_feature(f) for f in isa.features)]
-    return [best] * (best is not None and best.pair == 4 and not strided) + sorted(
+    return [best] * (best is not None and best.pair == 4) + sorted(
         pairs, key=lambda isa: (padded_width(out_width, isa), -isa.lanes))
 
 

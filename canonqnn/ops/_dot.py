@@ -362,66 +362,89 @@ def with_corrected_bias(weights: PackedWeights | None,
 
 def depthwise_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int,
                       isa: DotISA) -> PackedWeights | None:
-    """``w - w_zp`` [C, 1, KH, KW] for ``te_depthwise_conv`` on ``isa``: kernel rows in
-    groups of ``pair`` side by side, ``[C, ceil(KH/P), KW, P]`` (the missing last rows zero),
-    as the row intrinsic multiplies them; with the bias correction of a pair-4 ISA
-    (``_real_weights``). None where the form would not be exact."""
+    """``w - w_zp`` [C, 1, KH, KW] for ``te_depthwise_conv`` on ``isa``, as the row intrinsic
+    multiplies them, the missing taps zero: on a pair-2 ISA, kernel rows in pairs,
+    ``[C, ceil(KH/2), KW, 2]``; on a pair-4 one, each row's taps in fours,
+    ``[C, KH, ceil(KW/4), 4]``, with the bias correction (``_real_weights``). None where the
+    form would not be exact."""
     real = _real_weights(w, w_zp, x_zp, isa)
     if real is None:
         return None
     wz, correction = real
     c, _, kh, kw = w.shape
-    pair = isa.pair
-    rows = np.zeros((c, pair * (-(-kh // pair)), kw), np.int64)
-    rows[:, :kh] = wz[:, 0]
-    packed = rows.reshape(c, -1, pair, kw).transpose(0, 1, 3, 2)
+    if isa.pair == 4:
+        taps = np.zeros((c, kh, 4 * (-(-kw // 4))), np.int64)
+        taps[:, :, :kw] = wz[:, 0]
+        packed = taps.reshape(c, kh, -1, 4)
+    else:
+        rows = np.zeros((c, 2 * (-(-kh // 2)), kw), np.int64)
+        rows[:, :kh] = wz[:, 0]
+        packed = rows.reshape(c, -1, 2, kw).transpose(0, 1, 3, 2)
     return PackedWeights(np.ascontiguousarray(packed).astype(isa.weight_dtype), correction)
 
 
 def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
-                      out_hw: tuple[int, int], kernel_height: int) -> Any:
+                      out_hw: tuple[int, int], kernel: tuple[int, int]) -> Any:
     """The int32 accumulator ``acc[n, c, i, j]`` (j padded to whole vectors) of a depthwise
     conv of an int8 NCHW ``x`` with ``depthwise_weights`` ``w``, without the bias correction.
 
-    Each channel's input is packed as ``_activation`` writes it (padding ``_padding``, a real
-    zero) with ``pair`` input rows ``dh`` apart side by side and the columns split by phase
-    modulo the stride: ``xp[n, c, y, x % sw, x // sw, k] = xpad[n, c, y + k*dh, x]``. Then
-    ``lanes`` outputs of a row and a group of ``pair`` kernel rows read ``lanes x pair``
-    contiguous values, one instruction with the broadcast weights (``vpmaddwd``: int16
-    products summed in pairs; ``vpdpbusd``: a 3x3 kernel's three rows in one instruction)."""
+    Each channel's input is padded as ``_activation`` and ``_padding`` write it (the padding a
+    real zero) and packed so that ``lanes`` outputs of a row read ``lanes x pair``
+    contiguous values for each group of ``pair`` taps, one instruction with the group's
+    weights broadcast:
+
+    - pair 2 (``vpmaddwd``, int16): two input rows ``dh`` apart side by side, the columns
+      split by phase modulo the stride, ``xp[n, c, y, x % sw, x // sw, k] = xpad[n, c,
+      y + k*dh, x]``; a strided conv packs only the rows its taps read;
+    - pair 4 (``vpdpbusd``, bytes): each input row once, with the four columns output ``j``
+      reads for a group of four taps side by side, ``xp[n, c, y, g, j, k] = xpad[n, c, y,
+      j*sw + (4g + k)*dw]``: a 3x3 kernel's row is one instruction. (Grouping the rows in
+      fours instead, as pair 2 does in twos, packs each input row four times: measured 1.2
+      to 1.5x slower on MobileNet-V1's depthwise shapes, docs/build.md.)"""
     n, c, h, wd = (int(d) for d in x.shape)
-    _, row_groups, kw, pair = (int(d) for d in w.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
-    lanes = isa.lanes
     owp = padded_width(ow, isa)
-    rows = (oh - 1) * sh + pair * (row_groups - 1) * dh + 1
-    cols = owp + ((kw - 1) * dw) // sw
+    plan = {DEPTHWISE: {"intrinsic": row_intrinsic(isa), "lanes": isa.lanes,
+                        "macs": n * c * oh * ow * kernel[0] * kernel[1], "borders": [pl, wd]}}
 
     def pad(nn, cc, yy, xx):  # TIR's if_then_else reads x only where the test holds
         inside = tirx.all(yy >= pt, yy < h + pt, xx >= pl, xx < wd + pl)
         return tirx.if_then_else(inside, _activation(x[nn, cc, yy - pt, xx - pl], x_zp, isa),
                                  _padding(x_zp, isa))
 
+    if isa.pair == 4:
+        _, kh, groups, _ = (int(d) for d in w.shape)
+        rows = (oh - 1) * sh + (kh - 1) * dh + 1
+        xpad = te.compute((n, c, rows, (owp - 1) * sw + (4 * groups - 1) * dw + 1), pad,
+                          name="x_pad")
+        xp = te.compute((n, c, rows, groups, owp, 4), lambda nn, cc, y, g, j, k: xpad[
+            nn, cc, y, j * sw + (4 * g + k) * dw], name="x_pack")
+        ry = te.reduce_axis((0, kh), "ry")
+        rx = te.reduce_axis((0, groups), "rx")
+        rk = te.reduce_axis((0, 4), "rk")
+        return te.compute((n, c, oh, owp), lambda nn, cc, i, j: te.sum(
+            xp[nn, cc, i * sh + ry * dh, rx, j, rk].astype("int32")
+            * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
+            name="acc_depthwise", attrs=plan)
+    _, pairs, kw, _ = (int(d) for d in w.shape)
+    rows = (oh - 1) * sh + 2 * (pairs - 1) * dh + 1
+    cols = owp + ((kw - 1) * dw) // sw
     # padded wide and tall enough for every read of the pack below, which then tests nothing
-    xpad = te.compute((n, c, rows + (pair - 1) * dh, cols * sw), pad, name="x_pad")
-    # the reduction reads pack rows i*sh + pair*ry*dh: where the stride divides pair*dh,
-    # only every sh-th row, so only those are packed (half the pack of a stride-2 conv)
-    step = sh if (pair * dh) % sh == 0 else 1
-    xp = te.compute((n, c, (rows - 1) // step + 1, sw, cols, pair),
+    xpad = te.compute((n, c, rows + dh, cols * sw), pad, name="x_pad")
+    # the reduction reads pack rows i*sh + 2*ry*dh: where the stride divides 2*dh, only every
+    # sh-th row, so only those are packed (half the pack of a stride-2 conv)
+    step = sh if (2 * dh) % sh == 0 else 1
+    xp = te.compute((n, c, (rows - 1) // step + 1, sw, cols, 2),
                     lambda nn, cc, y, phase, xo, k: xpad[nn, cc, y * step + k * dh,
                                                          xo * sw + phase], name="x_pack")
-    ry = te.reduce_axis((0, row_groups), "ry")
+    ry = te.reduce_axis((0, pairs), "ry")
     rx = te.reduce_axis((0, kw), "rx")
-    rk = te.reduce_axis((0, pair), "rk")
-    return te.compute(
-        (n, c, oh, owp),
-        lambda nn, cc, i, j: te.sum(
-            xp[nn, cc, (i * sh + pair * ry * dh) // step, (rx * dw) % sw, j + (rx * dw) // sw,
-               rk].astype("int32") * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
-        name="acc_depthwise", attrs={DEPTHWISE: {"intrinsic": row_intrinsic(isa),
-                                                  "macs": n * c * oh * ow * kernel_height * kw,
-                                                  "lanes": lanes, "borders": [pl, wd]}})
+    rk = te.reduce_axis((0, 2), "rk")
+    return te.compute((n, c, oh, owp), lambda nn, cc, i, j: te.sum(
+        xp[nn, cc, (i * sh + 2 * ry * dh) // step, (rx * dw) % sw, j + (rx * dw) // sw, rk]
+        .astype("int32") * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
+        name="acc_depthwise", attrs=plan)
 
 
 def conv_tile(isa: DotISA, out_channel_blocks: int, out_width: int) -> dict[str, int]:

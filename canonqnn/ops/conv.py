@@ -147,7 +147,7 @@ def _legalize(bb: Any, call: Any) -> Any:
             return lambda nn, oo, i, j: acc[nn, oo // lanes, i, j, oo % lanes]
         if depthwise is not None:
             acc = _dot.te_depthwise_conv(x, w, depthwise, a["x_zp"], a["strides"],
-                                         a["dilation"], a["padding"], (oh, ow), kh)
+                                         a["dilation"], a["padding"], (oh, ow), (kh, kw))
             return lambda nn, oo, i, j: acc[nn, oo, i, j]
         (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
         opg = o // a["groups"]
@@ -199,7 +199,7 @@ def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.n
     if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
             or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
         return None
-    for isa in dot_isa.depthwise_isas(has_feature, out_width, tuple(a["strides"]) != (1, 1)):
+    for isa in dot_isa.depthwise_isas(has_feature, out_width):
         weights = _dot.depthwise_weights(_tvm.const_value(w), wzp, a["x_zp"], isa)
         if weights is None:
             continue

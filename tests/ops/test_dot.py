@@ -312,13 +312,11 @@ def test_isa_is_chosen_from_the_target_features(features, expected, pair2):
 
 
 def test_depthwise_takes_the_targets_pair4_isa_then_the_pairs_that_idle_fewest_lanes():
-    def names(features, width, strided=False):
-        return [isa.name for isa in dot_isa.depthwise_isas(features.__contains__, width,
-                                                            strided)]
+    def names(features, width):
+        return [isa.name for isa in dot_isa.depthwise_isas(features.__contains__, width)]
 
     vnni = {"avx512vnni", "avx512bw", "avx2"}
     assert names(vnni, 14) == ["avx512_vnni", "avx512bw", "avx2"]
-    assert names(vnni, 14, strided=True) == ["avx512bw", "avx2"]
     # 7 outputs: one 8-lane vector, not 16 lanes with 9 idle, among the int16-pair ISAs
     assert names(vnni, 7) == ["avx512_vnni", "avx2", "avx512bw"]
     assert names({"avx2", "avxvnni"}, 7) == ["avx_vnni", "avx2"]
