@@ -194,8 +194,8 @@ def rows_outer(tile: dict[str, int], out_channels: int, out_height: int, taps: i
     the order that reads less again, per input channel ``out_height / rows`` times the
     weights (``out_channels x taps``) against ``out_channels / blocks`` times the input
     plane. Neither fits the L1 cache on the layers where it matters (a 1x1 conv of 512
-    channels at 14x14: 1.8 MB from L2 in rows-outer order, 7.3 MB in the other; 10 % faster
-    measured on AVX512-VNNI)."""
+    channels at 14x14: 1.8 MB from L2 in rows-outer order, 7.3 MB in the other; 5 to 6 %
+    faster measured on AVX512-VNNI)."""
     weights = out_height // tile.get("rows", 1) * out_channels * taps
     return int(weights <= out_channels // tile["blocks"] * input_plane)
 
@@ -400,7 +400,8 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
       reads for a group of four taps side by side, ``xp[n, c, y, g, j, k] = xpad[n, c, y,
       j*sw + (4g + k)*dw]``: a 3x3 kernel's row is one instruction. (Grouping the rows in
       fours instead, as pair 2 does in twos, packs each input row four times: measured 1.2
-      to 1.5x slower on MobileNet-V1's depthwise shapes, docs/build.md.)"""
+      to 1.7 times slower on MobileNet-V1's depthwise shapes but the 7x7 one,
+      docs/build.md.)"""
     n, c, h, wd = (int(d) for d in x.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
