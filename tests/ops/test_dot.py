@@ -349,6 +349,7 @@ def test_depthwise_takes_the_pair4_isa_only_where_its_weights_fit_int8():
     w[0, 0, 0, 0] = -128  # minus a zero point of 5: outside int8, which vpdpbusd cannot take
     with dot_isa.emulating("avx512_vnni"):
         fits, does_not = _depthwise_op(w, 0), _depthwise_op(w, 5)
+
     def row(name):
         return [dot_isa.row_intrinsic(dot_isa.isa_named(name))]
 
