@@ -282,10 +282,12 @@ def _schedule_input_stages(sch: Any, block: Any, cores: int, plan: dict) -> list
     pack (one pass over the input instead of two)."""
     (pack,) = sch.get_producers(block)
     (pad,) = sch.get_producers(pack)
-    names = [sch.get(pack).name_hint, sch.get(pad).name_hint]
+    names = [sch.get(pack).name_hint]
     inline = int(plan.get("pad_in_pack", 0))
     if inline:
         sch.compute_inline(pad)
+    else:
+        names.append(sch.get(pad).name_hint)
     for stage in (pack,) if inline else (pad, pack):
         loops = sch.get_loops(stage)
         if cores > 1:

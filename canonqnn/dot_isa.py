@@ -128,8 +128,8 @@ def depthwise_isas(has_feature, out_width: int) -> list[DotISA]:
         return [_emulated[-1], isa_named(_emulated[-1].pair2)]
     best = isa_for(has_feature)
     pairs = [isa for isa in ISAS if isa.pair == 2 and all(has_feature(f) for f in isa.features)]
-    return [best] * (best is not None and best.pair == 4) + sorted(
-        pairs, key=lambda isa: (padded_width(out_width, isa), -isa.lanes))
+    first = [best] if best is not None and best.pair == 4 else []
+    return first + sorted(pairs, key=lambda isa: (padded_width(out_width, isa), -isa.lanes))
 
 
 def row_intrinsic(isa: DotISA) -> str:
