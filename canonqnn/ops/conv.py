@@ -122,7 +122,7 @@ def _legalize(bb: Any, call: Any) -> Any:
     found = _depthwise_weights(a, call, accumulator, wzp, ow) if packed is None else None
     depthwise = found[0] if found is not None else None
     if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
-        isa, weights, corrected, rows = packed
+        isa, weights, corrected, form = packed
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif found is not None:
         _, weights, corrected = found
@@ -133,7 +133,10 @@ def _legalize(bb: Any, call: Any) -> Any:
     def accumulate(x, w, wzp):
         """``acc(nn, oo, i, j)``: the accumulator without bias, in the form chosen above."""
         n, c = (int(d) for d in x.shape[:2])
-        if packed is not None and rows:  # output pixels in lanes: NCHW already
+        if packed is not None and form == "plane":  # the whole plane as one row
+            acc = _dot.te_plane_conv(x, w, isa, a["x_zp"], _dot.row_tile(isa, o, oh * ow))
+            return lambda nn, oo, i, j: acc[nn, oo, 0, i * ow + j]
+        if packed is not None and form == "rows":  # output pixels in lanes: NCHW already
             acc = _dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
                                    a["padding"], (oh, ow), _dot.row_tile(isa, o, ow, oh),
                                    a["groups"])
@@ -170,10 +173,13 @@ def _legalize(bb: Any, call: Any) -> Any:
     def compute(x, w, bias, mult, wzp):
         acc = accumulate(x, w, wzp)
         shape = (int(x.shape[0]), o, oh, ow)
+        if packed is not None and form == "plane":
+            return _plane_output(shape, acc, bias, kind, mult, a, accumulator)
         if a["out_dtype"] == "int32":
             return te.compute(shape, lambda nn, oo, i, j: acc(nn, oo, i, j) + bias[oo],
                               name="conv2d_acc")
-        padded = dot_isa.padded_width(ow, isa if packed is not None and rows else depthwise)
+        padded = dot_isa.padded_width(ow, isa if packed is not None and form == "rows"
+                                      else depthwise)
         if padded == ow:
             return te.compute(shape, lambda nn, oo, i, j: te_requant_channel(
                 acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant")
@@ -184,6 +190,23 @@ def _legalize(bb: Any, call: Any) -> Any:
         return te.compute(shape, lambda nn, oo, i, j: whole[nn, oo, i, j], name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
+
+
+def _plane_output(shape, acc, bias, kind, mult, a, accumulator):
+    """The output of a plane-form conv (``_dot.te_plane_conv``): each channel's plane
+    requantized (or biased, ``out_dtype`` int32) as one row of exactly its pixels, then read
+    as NCHW; the schedule writes the row straight into the output (it inlines the read).
+    (One stage reading the padded accumulator at ``i * W + j`` would not do: TVM's region
+    analysis then gives that stage a range of ``j`` cut short by the padding.)"""
+    n, o, oh, ow = shape
+    if a["out_dtype"] == "int32":
+        row = te.compute((n, o, 1, oh * ow), lambda nn, oo, i, j: acc(nn, oo, 0, j) + bias[oo],
+                         name="conv2d_acc_rows")
+        return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * ow + j],
+                          name="conv2d_acc")
+    row = te.compute((n, o, 1, oh * ow), lambda nn, oo, i, j: te_requant_channel(
+        acc(nn, oo, 0, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant_rows")
+    return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * ow + j], name="requant")
 
 
 def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
@@ -212,11 +235,13 @@ def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.n
 
 
 def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
-    """``(isa, PackedWeights, bias, rows)`` where the conv runs on the target's dot-product
+    """``(isa, PackedWeights, bias, form)`` where the conv runs on the target's dot-product
     instructions (``ops._dot``): an int8 conv with constant weights and bias and an int32
     accumulator, not depthwise (``_depthwise_weights``'); else None (the plain loop nest).
-    ``rows``: output pixels in lanes (``te_row_conv``), where the output row fills the
-    vectors; else output channels in lanes (``te_packed_conv``), where each group's output
+    ``form``: ``"plane"``, output pixels in lanes with the whole plane as one row
+    (``te_plane_conv``), for the pointwise convs ``_dot.plane_as_row`` names; ``"rows"``,
+    output pixels in lanes (``te_row_conv``), where the output row fills the vectors; else
+    ``"channels"``, output channels in lanes (``te_packed_conv``), where each group's output
     channels fill whole vectors."""
     x, w, bias = call.args[:3]
     if (accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
@@ -229,12 +254,19 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
     isa = dot_isa.isa_for(has_feature) if has_feature is not None else None
     if isa is None or groups == c == o > 1:  # depthwise: its own form
         return None
-    rows = _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa)
-    if not rows and groups > 1 and (o // groups) % isa.lanes:
+    pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
+                 and not any(a["padding"]))
+    if pointwise and _dot.plane_as_row((h, wd), o, isa):
+        form = "plane"
+    elif _dot.rows_fit(out_hw(h, wd, kh, kw, a)[1], isa):
+        form = "rows"
+    elif groups > 1 and (o // groups) % isa.lanes:
         return None
+    else:
+        form = "channels"
     found = _dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], isa,
-                                    _tvm.const_value(bias), rows=rows)
-    return None if found is None else (isa, *found, rows)
+                                    _tvm.const_value(bias), rows=form != "channels")
+    return None if found is None else (isa, *found, form)
 
 
 CONV2D = register(CanonicalOp(

@@ -86,6 +86,10 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "3x3_channel_lanes": ((1, 16, 7, 7), 20, 3, {}),
     "short_rows_odd_channels": ((1, 8, 5, 5), 20, 3, {}),
     "1x1": ((1, 24, 8, 8), 16, 1, {}),
+    # the plane as one row on 16 lanes: 120 outputs, 8 vectors, the last half idle
+    "1x1_plane": ((1, 24, 12, 10), 16, 1, dict(x_zp=-9)),
+    "1x1_plane_accumulator": ((1, 8, 12, 10), 16, 1, dict(out_dtype="int32")),
+    "1x1_plane_batch_of_two": ((2, 5, 12, 10), 32, 1, {}),
     "strided_dilated": ((1, 6, 19, 21), 8, 3, dict(stride=2, dilation=2, pad=2)),
     "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
     "asymmetric_weights": ((1, 7, 8, 8), 9, 3, dict(w_zp=5, x_zp=-20)),
@@ -146,8 +150,11 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
         groups, stride = options.get("groups", 1), options.get("stride", 1)
         dilation, pad = options.get("dilation", 1), options.get("pad", k // 2)
         width = (x_shape[3] + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+        pointwise = k == 1 and stride == 1 and groups == 1 and pad == 0
         if groups == x_shape[1] == o:
             expected = [dot_isa.DEPTHWISE]
+        elif pointwise and _dot.plane_as_row(x_shape[2:], o, dot_isa.isa_named(isa)):
+            expected = [dot_isa.ROWS]
         elif _dot.rows_fit(width, dot_isa.isa_named(isa)):
             expected = [dot_isa.ROWS]
         else:
@@ -165,6 +172,30 @@ def test_row_form_loop_order_reads_less_again_from_the_caches():
     # 3x3, 256 channels at 14x14 (ResNet-18): 7 x 256 x 9 against 32 x 16 x 18
     tile = _dot.row_tile(vnni, 256, 14, 14)
     assert _dot.rows_outer(tile, 256, 14, 9, 16 * 18) == 0
+
+
+def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes():
+    def planes(case, isa):
+        x_shape, o, k, options = CONVS[case]
+        with dot_isa.emulating(isa):
+            fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k,
+                                          **options).mod)
+        return [int(annotations[dot_isa.ROWS].get("plane", 0))
+                for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
+                for annotations in _tvm.root_block_annotations(func)
+                if dot_isa.ROWS in annotations]
+
+    vnni = dot_isa.isa_named("avx512_vnni")
+    for case in ("1x1_plane", "1x1_plane_accumulator", "1x1_plane_batch_of_two"):
+        assert planes(case, "avx512_vnni") == [1], case
+    # on 8 lanes 120 outputs are 15 vectors, a tile of one: output channels in lanes instead
+    assert planes("1x1_plane", "avx2") == []
+    assert planes("3x3_wide_rows", "avx512_vnni") == [0]  # not pointwise
+    # MobileNet-V1's 56x56 planes take it; 112-wide rows are whole vectors already, and a
+    # 14x14 plane (13 vectors) would load once an instruction
+    assert _dot.plane_as_row((56, 56), 128, vnni)
+    assert not _dot.plane_as_row((112, 112), 64, vnni)
+    assert not _dot.plane_as_row((14, 14), 512, vnni)
 
 
 def test_row_form_packs_with_its_padding_in_one_pass_only_for_wide_unstrided_rows():
