@@ -191,9 +191,11 @@ def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes(
     # on 8 lanes 120 outputs are 15 vectors, a tile of one: output channels in lanes instead
     assert planes("1x1_plane", "avx2") == []
     assert planes("3x3_wide_rows", "avx512_vnni") == [0]  # not pointwise
-    # MobileNet-V1's 56x56 planes take it; 112-wide rows are whole vectors already, and a
-    # 14x14 plane (13 vectors) would load once an instruction
+    # MobileNet-V1's 56x56 and 7x7 planes take it; 112-wide rows are whole vectors already,
+    # and a 14x14 plane (13 vectors) would load once an instruction
     assert _dot.plane_as_row((56, 56), 128, vnni)
+    assert _dot.plane_as_row((7, 7), 1024, vnni)  # 49 outputs in 64 lanes: 15 idle
+    assert not _dot.plane_as_row((3, 3), 256, vnni)  # 7 of 16 idle
     assert not _dot.plane_as_row((112, 112), 64, vnni)
     assert not _dot.plane_as_row((14, 14), 512, vnni)
 
