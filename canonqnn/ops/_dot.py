@@ -196,8 +196,8 @@ def plane_as_row(in_hw: tuple[int, int], out_channels: int, isa: DotISA) -> bool
     and the plane's tile reuses each broadcast weight across several vectors (with one
     vector a tile loads once an instruction: 14x14 planes, 13 vectors, ran 1.2 times slower
     that way on AVX512-VNNI). Measured there against the rows or, for rows too short, output
-    channels in lanes: 56x56 planes 11 to 18 % faster, 7x7 ones (49 outputs in 64 lanes) 10
-    to 27 %, 9x9 and 11x11 ones 1.8 and 2.3 times."""
+    channels in lanes, one thread: 56x56 planes 11 to 18 % faster, 7x7 ones (49 outputs in
+    64 lanes) 2 to 27 %, 9x9 and 11x11 ones 1.8 and 2.3 times."""
     h, w = in_hw
     padded = padded_width(h * w, isa)
     return (w % isa.lanes != 0 and (padded - h * w) * 4 <= padded
@@ -211,7 +211,8 @@ def te_plane_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, tile: dict[str, int])
     idles at a row's end. The input is packed vector by vector, ``xp[n, p // L, c // P,
     p % L, c % P] = x[n, c, p // W, p % W]`` as ``_activation`` writes it (the real zero past
     the plane's end and past the last channel), so the ``L x P`` values of an instruction are
-    contiguous and a tile reads them in order."""
+    contiguous and a tile reads them in order. ``tiles_outer`` (a plane of whole tiles): the
+    schedule runs the tiles outermost (``_tvm_dot.schedule_rows``)."""
     n, c, h, w = (int(d) for d in x.shape)
     o, _, _, cgb, pair = (int(d) for d in wr.shape)
     lanes, plane = isa.lanes, h * w
@@ -235,6 +236,8 @@ def te_plane_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, tile: dict[str, int])
             * wr[oc, ry, rx, rc, rk].astype("int32"), axis=[ry, rx, rc, rk]),
         name="acc_rows", attrs={ROWS: {"intrinsic": row_intrinsic(isa), "lanes": lanes,
                                        "borders": [0, plane], "plane": 1, **tile,
+                                       "tiles_outer": int(plane % (tile["vectors"] * lanes)
+                                                          == 0),
                                        "macs": n * o * plane * c,
                                        "rows_outer": rows_outer(tile, o, 1, 1, padded)}})
 

@@ -17,8 +17,9 @@ import pytest
 from _ort import MultiOp, SingleOp
 from tvm import relax
 
-from canonqnn import _tvm, builder, dot_isa
-from canonqnn.ops import _dot, conv, conv_transpose, matmul
+import canonqnn
+from canonqnn import _tvm, builder, dot_isa, reference
+from canonqnn.ops import _dot, conv, conv_transpose, lut, matmul
 from canonqnn.qparams import QParams
 
 HOST_ISA = _dot.host_isa()
@@ -90,6 +91,8 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "1x1_plane": ((1, 24, 12, 10), 16, 1, dict(x_zp=-9)),
     "1x1_plane_accumulator": ((1, 8, 12, 10), 16, 1, dict(out_dtype="int32")),
     "1x1_plane_batch_of_two": ((2, 5, 12, 10), 32, 1, {}),
+    # 192 outputs: three tiles of 4 vectors, run outermost, each core packing its pixels
+    "1x1_plane_whole_tiles": ((2, 8, 16, 12), 16, 1, {}),
     "strided_dilated": ((1, 6, 19, 21), 8, 3, dict(stride=2, dilation=2, pad=2)),
     "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
     "asymmetric_weights": ((1, 7, 8, 8), 9, 3, dict(w_zp=5, x_zp=-20)),
@@ -186,7 +189,8 @@ def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes(
                 if dot_isa.ROWS in annotations]
 
     vnni = dot_isa.isa_named("avx512_vnni")
-    for case in ("1x1_plane", "1x1_plane_accumulator", "1x1_plane_batch_of_two"):
+    for case in ("1x1_plane", "1x1_plane_accumulator", "1x1_plane_batch_of_two",
+                 "1x1_plane_whole_tiles"):
         assert planes(case, "avx512_vnni") == [1], case
     # on 8 lanes 120 outputs are 15 vectors, a tile of one: output channels in lanes instead
     assert planes("1x1_plane", "avx2") == []
@@ -198,6 +202,30 @@ def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes(
     assert not _dot.plane_as_row((3, 3), 256, vnni)  # 7 of 16 idle
     assert not _dot.plane_as_row((112, 112), 64, vnni)
     assert not _dot.plane_as_row((14, 14), 512, vnni)
+
+
+def test_plane_tiles_leave_the_kernels_fused_consumers_whole_outputs_to_read():
+    # a plane of whole tiles runs them outermost; a lookup table fused into the conv's
+    # kernel reads its output by rows, which a tile (64 of 24x24 outputs) does not cover
+    rng = np.random.default_rng(3)
+    table = rng.integers(-128, 128, 256).astype(np.int8)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type((2, 16, 24, 24), "int8"))
+    with dot_isa.emulating("avx512_vnni"), bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(_conv_call(rng, (2, 16, 24, 24), 16, 1)(x))
+            out = bb.emit_output(bb.emit(lut.lut(y, table, QParams.make(0.9, -7),
+                                                  QParams.make(0.9, -7), "f")))
+        bb.emit_func_output(out)
+        mod = bb.get()
+        kernels = [name for name in _tvm.module_functions(builder.fuse(mod))
+                   if "conv2d" in name]
+        built = canonqnn.build(mod)
+    assert kernels and all("lut" in name for name in kernels)  # one kernel, table fused
+    feeds = {"x": rng.integers(-128, 128, (2, 16, 24, 24)).astype(np.int8)}
+    (expected,) = reference.evaluate(mod, feeds).outputs.values()
+    (got,) = built.run(feeds).values()
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_row_form_packs_with_its_padding_in_one_pass_only_for_wide_unstrided_rows():
