@@ -323,8 +323,8 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     """Schedule a row-form accumulator (``te_row_conv``, ``te_plane_conv``): a tile of
     ``blocks`` output channels x ``vectors`` vectors of ``lanes`` outputs along a row held in
     registers while the whole reduction runs, each channel group and tap one instruction
-    (tensorized), rows x channel blocks in parallel, the consumers computed per row x channel
-    block. Returns the names of the blocks scheduled with it."""
+    (tensorized), rows (a plane's tiles) x channel blocks in parallel, the consumers computed
+    per row x channel block. Returns the names of the blocks scheduled with it."""
     register_intrinsics()
     plan = dict(sch.get(block).annotations[ROWS])
     lanes = int(plan["lanes"])
