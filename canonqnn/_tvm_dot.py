@@ -289,20 +289,19 @@ def _schedule_input_stages(sch: Any, block: Any, cores: int, plan: dict) -> list
     reading its channels' planes in order, the last vector (past the plane's end) split
     off."""
     (pack,) = sch.get_producers(block)
+    names = [sch.get(pack).name_hint]  # before a partition replaces the block
     if int(plan.get("plane", 0)):
-        name = sch.get(pack).name_hint  # the partition below replaces the block
         n, vectors, groups, _, _ = sch.get_loops(pack)
         if int(plan["tiles_outer"]):  # each core packs the pixels its tiles read
             if cores > 1:
                 sch.parallel(vectors)
-            return [name]
+            return names
         sch.reorder(groups, vectors)
         if cores > 1:
             sch.parallel(sch.fuse(n, groups))
         _partition(sch, vectors, [int(plan["borders"][1]) // int(plan["lanes"])])
-        return [name]
+        return names
     (pad,) = sch.get_producers(pack)
-    names = [sch.get(pack).name_hint]
     inline = int(plan.get("pad_in_pack", 0))
     if inline:
         sch.compute_inline(pad)
@@ -330,6 +329,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     lanes = int(plan["lanes"])
     blocks, vectors = int(plan["blocks"]), int(plan["vectors"])
     rows, plane = int(plan.get("rows", 1)), int(plan.get("plane", 0))
+    tiles_outer = plane and int(plan["tiles_outer"])
     names = _schedule_input_stages(sch, block, cores, plan)
     if plane:  # the plane's row (te_plane_conv) writes the NCHW output itself
         (row_stage,) = sch.get_consumers(block)
@@ -342,7 +342,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     # every channel block of a row in turn (the row's input stays in cache), or every row of
     # a channel block (its weights do) where the weights are the larger
     outer = (i_out, o_out) if int(plan["rows_outer"]) else (o_out, i_out)
-    if plane and int(plan["tiles_outer"]):
+    if tiles_outer:
         # a plane of whole tiles: tiles outermost, so each core reads the pixels it packed and
         # a tile's input stays in cache for every channel block (56x56 planes at 2 threads:
         # 0.84 to 0.91 times the rows form's time; channel blocks outermost, 1.05 to 1.08)
@@ -357,7 +357,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     # writes it pixel by pixel, runs per tile; the consumers that read the output by rows and
     # columns (fused into the kernel) run after it (computed per tile, TVM's region analysis
     # would have them read whole rows, part of them not written yet)
-    names += _move_consumers(sch, block, row, transitive=not (plane and int(plan["tiles_outer"])))
+    names += _move_consumers(sch, block, row, transitive=not tiles_outer)
     init = sch.decompose_reduction(block, ry)
     if intrinsic is not None:
         sch.tensorize(j_in, intrinsic)

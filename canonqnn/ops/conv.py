@@ -173,40 +173,32 @@ def _legalize(bb: Any, call: Any) -> Any:
     def compute(x, w, bias, mult, wzp):
         acc = accumulate(x, w, wzp)
         shape = (int(x.shape[0]), o, oh, ow)
+        raw = a["out_dtype"] == "int32"
+        name = "conv2d_acc" if raw else "requant"
+
+        def value(nn, oo, i, j):  # the output: the biased accumulator, or it requantized
+            total = acc(nn, oo, i, j) + bias[oo]
+            return total if raw else te_requant_channel(total, kind, mult, oo, a, accumulator)
+
         if packed is not None and form == "plane":
-            return _plane_output(shape, acc, bias, kind, mult, a, accumulator)
-        if a["out_dtype"] == "int32":
-            return te.compute(shape, lambda nn, oo, i, j: acc(nn, oo, i, j) + bias[oo],
-                              name="conv2d_acc")
+            # each channel's plane as one row of exactly its pixels, then read as NCHW (the
+            # schedule inlines the read: the row is written straight into the output). One
+            # stage reading the padded accumulator at i * W + j would not do: TVM's region
+            # analysis gives that stage a range of j cut short by the padding.
+            row = te.compute((shape[0], o, 1, oh * ow),
+                             lambda nn, oo, i, j: value(nn, oo, 0, j), name=f"{name}_rows")
+            return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * ow + j],
+                              name=name)
         padded = dot_isa.padded_width(ow, isa if packed is not None and form == "rows"
                                       else depthwise)
-        if padded == ow:
-            return te.compute(shape, lambda nn, oo, i, j: te_requant_channel(
-                acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant")
+        if raw or padded == ow:
+            return te.compute(shape, value, name=name)
         # requantized on whole vectors of the padded row, then the row's outputs copied out:
         # a row's tail read from the vector accumulator in pieces stalls on store forwarding
-        whole = te.compute((*shape[:3], padded), lambda nn, oo, i, j: te_requant_channel(
-            acc(nn, oo, i, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant_rows")
+        whole = te.compute((*shape[:3], padded), value, name="requant_rows")
         return te.compute(shape, lambda nn, oo, i, j: whole[nn, oo, i, j], name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
-
-
-def _plane_output(shape, acc, bias, kind, mult, a, accumulator):
-    """The output of a plane-form conv (``_dot.te_plane_conv``): each channel's plane
-    requantized (or biased, ``out_dtype`` int32) as one row of exactly its pixels, then read
-    as NCHW; the schedule writes the row straight into the output (it inlines the read).
-    (One stage reading the padded accumulator at ``i * W + j`` would not do: TVM's region
-    analysis then gives that stage a range of ``j`` cut short by the padding.)"""
-    n, o, oh, ow = shape
-    if a["out_dtype"] == "int32":
-        row = te.compute((n, o, 1, oh * ow), lambda nn, oo, i, j: acc(nn, oo, 0, j) + bias[oo],
-                         name="conv2d_acc_rows")
-        return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * ow + j],
-                          name="conv2d_acc")
-    row = te.compute((n, o, 1, oh * ow), lambda nn, oo, i, j: te_requant_channel(
-        acc(nn, oo, 0, j) + bias[oo], kind, mult, oo, a, accumulator), name="requant_rows")
-    return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * ow + j], name="requant")
 
 
 def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
