@@ -6,10 +6,14 @@ would run, so the decision of which stages go channels-last rests on numbers fro
 - **1x1 conv, NHWC**: the input read as NHWC int8, a contiguous ``x + 128`` copy (``_dot``'s
   activation), the plane's pixels flattened and padded to whole tiles, a tile of ``--tile``
   pixels x 4 blocks of output channels (output channels in lanes, the activations broadcast:
-  the channels form's intrinsic), requantized to NHWC int8 as each tile finishes (with
+  the channels form's intrinsic), requantized (the build's per-channel requantization,
+  ``ops/_requant``) to NHWC int8 as each tile finishes (with
   ``--second-pass``, in a pass of its own after the reduction);
 - **depthwise 3x3, NHWC**: channels in lanes, int16 products summed in int32 (no dot-product
   instruction), pad and requantization in passes of their own.
+
+The data are random: values and weights over all of int8 (sums far from the int32 limits),
+per-channel multipliers, an activation clamp.
 
 Each is timed against the NCHW kernel of the same shape taken from the untuned MobileNet-V1
 build (``canonqnn.build``'s schedule), alternating the two, on the threads ``TVM_NUM_THREADS``
@@ -30,20 +34,25 @@ import numpy as np
 import canonqnn
 from canonqnn import _tvm, _tvm_dot, schedule
 from canonqnn.ops import _dot
+from canonqnn.ops._requant import RNE_F32, requant_channels, te_requant_channel
 from canonqnn.testing import onnx_models as models
 
-X_ZP, SCALE = 3, 0.01
+X_ZP = 3
+# the conv's requantization (ops/_requant), with an activation clamp as ReLU6 leaves it
+REQUANT = {"out_zp": -5, "act_min": -128, "act_max": 100, "rounding": "rne_f32",
+           "out_dtype": "int8"}
 
 
-def _requant(v, tirx):
-    v = tirx.max(tirx.min(v.astype("float32") * SCALE, tirx.const(127.0, "float32")),
-                 tirx.const(-128.0, "float32"))
-    return tirx.call_llvm_pure_intrin("int32", "llvm.lrint", v).astype("int8")
+def _multipliers(rng, channels: int) -> np.ndarray:
+    return rng.uniform(0.0005, 0.005, channels).astype(np.float32)
 
 
-def _requant_np(acc: np.ndarray) -> np.ndarray:
-    v = np.clip(acc.astype(np.float32) * np.float32(SCALE), -128, 127)
-    return np.rint(v).astype(np.int8)  # rint: ties to even, as lrint in the default mode
+def _requant(acc, mult, channel):
+    return te_requant_channel(acc, RNE_F32, mult, channel, REQUANT, "int32")
+
+
+def _requant_np(acc: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    return requant_channels(acc, RNE_F32, mult, REQUANT, "int32", axis=acc.ndim - 1)
 
 
 def nhwc_pointwise(c: int, o: int, hw: int, tile: int, per_tile: bool, isa):
@@ -59,6 +68,7 @@ def nhwc_pointwise(c: int, o: int, hw: int, tile: int, per_tile: bool, isa):
     packed = _dot.pack_conv_weights(w, np.zeros(o, np.int64), X_ZP, isa)
     x = te.placeholder((1, hw, hw, c), "int8", name="x")
     wp = te.placeholder(packed.packed.shape, isa.weight_dtype, name="w")
+    mult = te.placeholder((o,), "float32", name="mult")
     xp = te.compute((1, padded, c // pair, pair), lambda n, p, g, k: tirx.if_then_else(
         p < plane, _dot._activation(x[n, p // hw, p % hw, g * pair + k], X_ZP, isa),
         _dot._padding(X_ZP, isa)), name="x_pack")
@@ -67,8 +77,8 @@ def nhwc_pointwise(c: int, o: int, hw: int, tile: int, per_tile: bool, isa):
         xp[n, p, rc, rk].astype("int32") * wp[ob, 0, 0, rc, ol, rk].astype("int32"),
         axis=[rc, rk]), name="acc")
     out = te.compute((1, padded, o), lambda n, p, oc: _requant(
-        acc[n, p, oc // lanes, oc % lanes], tirx), name="requant")
-    sch = tvm.s_tir.Schedule(te.create_prim_func([x, wp, out]))
+        acc[n, p, oc // lanes, oc % lanes], mult, oc), name="requant")
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, wp, mult, out]))
     _tvm_dot.register_intrinsics()
     block = sch.get_sblock("acc")
     n, p, ob, ol, rc_, rk_ = sch.get_loops(block)
@@ -97,11 +107,12 @@ def nhwc_pointwise(c: int, o: int, hw: int, tile: int, per_tile: bool, isa):
     sch.vectorize(sch.split(loops[-1], [None, lanes])[1])
     kernel = _tvm.compile_kernel(sch.mod["main"], _tvm.host_target())
     xs = rng.integers(-128, 128, (1, hw, hw, c)).astype(np.int8)
-    args = [tvm.runtime.tensor(xs), tvm.runtime.tensor(packed.packed),
+    ms = _multipliers(rng, o)
+    args = [tvm.runtime.tensor(xs), tvm.runtime.tensor(packed.packed), tvm.runtime.tensor(ms),
             tvm.runtime.tensor(np.zeros((1, padded, o), np.int8))]
     kernel["main"](*args)
     shifted = xs.reshape(plane, c).astype(np.int64) + isa.act_shift
-    expected = _requant_np(shifted @ w.reshape(o, c).T.astype(np.int64))
+    expected = _requant_np((shifted @ w.reshape(o, c).T.astype(np.int64)).astype(np.int32), ms)
     return kernel, args, bool(np.array_equal(args[-1].numpy()[0, :plane], expected))
 
 
@@ -114,6 +125,7 @@ def nhwc_depthwise(c: int, hw: int, stride: int, tile: int):
     rng = np.random.default_rng(0)
     x = te.placeholder((1, hw, hw, c), "int8", name="x")
     w = te.placeholder((3, 3, c), "int16", name="w")
+    mult = te.placeholder((c,), "float32", name="mult")
     xpad = te.compute((1, hw + 2, hw + 2, c), lambda n, y, xx, ch: tirx.if_then_else(
         tirx.all(y >= 1, y <= hw, xx >= 1, xx <= hw),
         x[n, y - 1, xx - 1, ch].astype("int16") - X_ZP, tirx.const(0, "int16")), name="x_pad")
@@ -121,9 +133,9 @@ def nhwc_depthwise(c: int, hw: int, stride: int, tile: int):
     acc = te.compute((1, oh, oh, c), lambda n, i, j, ch: te.sum(
         xpad[n, i * stride + ky, j * stride + kx, ch].astype("int32")
         * w[ky, kx, ch].astype("int32"), axis=[ky, kx]), name="acc")
-    out = te.compute((1, oh, oh, c), lambda n, i, j, ch: _requant(acc[n, i, j, ch], tirx),
+    out = te.compute((1, oh, oh, c), lambda n, i, j, ch: _requant(acc[n, i, j, ch], mult, ch),
                      name="requant")
-    sch = tvm.s_tir.Schedule(te.create_prim_func([x, w, out]))
+    sch = tvm.s_tir.Schedule(te.create_prim_func([x, w, mult, out]))
     n, i, j, ch, ky_, kx_ = sch.get_loops(sch.get_sblock("acc"))
     j_out, j_in = sch.split(j, [None, tile])
     c_out, c_in = sch.split(ch, [None, 16])
@@ -139,13 +151,15 @@ def nhwc_depthwise(c: int, hw: int, stride: int, tile: int):
     kernel = _tvm.compile_kernel(sch.mod["main"], _tvm.host_target())
     xs = rng.integers(-128, 128, (1, hw, hw, c)).astype(np.int8)
     ws = rng.integers(-128, 128, (3, 3, c)).astype(np.int16)
-    args = [tvm.runtime.tensor(xs), tvm.runtime.tensor(ws),
+    ms = _multipliers(rng, c)
+    args = [tvm.runtime.tensor(xs), tvm.runtime.tensor(ws), tvm.runtime.tensor(ms),
             tvm.runtime.tensor(np.zeros((1, oh, oh, c), np.int8))]
     kernel["main"](*args)
     xp = np.pad(xs.astype(np.int64) - X_ZP, ((0, 0), (1, 1), (1, 1), (0, 0)))
     total = sum(xp[:, a:a + stride * (oh - 1) + 1:stride, b:b + stride * (oh - 1) + 1:stride]
                 * ws[a, b].astype(np.int64) for a in range(3) for b in range(3))
-    return kernel, args, bool(np.array_equal(args[-1].numpy(), _requant_np(total)))
+    expected = _requant_np(total.astype(np.int32), ms)
+    return kernel, args, bool(np.array_equal(args[-1].numpy(), expected))
 
 
 def nchw_kernels():
