@@ -12,14 +12,14 @@ would run, so the decision of which stages go channels-last rests on numbers fro
 - **depthwise 3x3, NHWC**: channels in lanes, int16 products summed in int32 (no dot-product
   instruction), pad and requantization in passes of their own.
 
-The data are random: values and weights over all of int8 (sums far from the int32 limits),
-per-channel multipliers, an activation clamp.
+The data are random: activations over all of int8, weights up to +-128, per-channel
+multipliers, an activation clamp.
 
 Each is timed against the NCHW kernel of the same shape taken from the untuned MobileNet-V1
 build (``canonqnn.build``'s schedule), alternating the two, on the threads ``TVM_NUM_THREADS``
 gives (run it with ``TVM_NUM_THREADS=1`` for one thread). Both prototypes are checked against
 numpy on the data they are timed on (``exact``). Needs a target with a 4-product dot-product
-instruction (``vpdpbusd``).
+instruction (``vpdpbusd`` on x86).
 
     TVM_NUM_THREADS=1 python benchmarks/channels_last.py
     TVM_NUM_THREADS=1 python benchmarks/channels_last.py --second-pass --runs 100
