@@ -276,6 +276,76 @@ def clip_float(x: Any, lo: float, hi: float) -> Any:
     return relax.op.clip(x, float(lo), float(hi))
 
 
+def permute_dims(x: Any, axes: Sequence[int]) -> Any:
+    return relax.op.permute_dims(x, [int(a) for a in axes])
+
+
+def rewrite_with_twins(mod: Any, plan: Callable[[Any], Any],
+                       rewrite: Callable[[Any, Any, Any, Any, dict], Any]) -> Any:
+    """``mod`` with each call bound in its Relax functions offered to ``rewrite(bb, var, call,
+    decided, twins)``: ``var`` the variable the function binds it to, ``call`` with its
+    arguments already rewritten, ``decided`` what ``plan(function)`` returned for the
+    function before the walk. None keeps the call; ``(value, twin)`` binds the variable to
+    ``value`` (after whatever ``rewrite`` emitted with ``bb``) and records ``twins[new
+    variable] = twin``, another form of it later rewrites may read instead. Bindings left
+    unused are removed."""
+
+    @relax.expr_functor.mutator
+    class Rewriter(relax.expr_functor.PyExprMutator):
+        def __init__(self, module: Any) -> None:
+            super().__init__(module)
+            self.twins: dict[Any, Any] = {}
+            self.pending: Any = None
+            self.var: Any = None
+            self.decided: Any = None
+            self.changed = False
+
+        def visit_var_binding_(self, binding: Any) -> None:
+            self.pending, self.var = None, binding.var
+            super().visit_var_binding_(binding)
+            if self.pending is not None:
+                self.twins[self.get_var_remap(binding.var)] = self.pending
+                self.pending = None
+
+        def visit_call_(self, call: Any) -> Any:
+            call = self.visit_expr_post_order(call)
+            found = rewrite(self.builder_, self.var, call, self.decided, self.twins)
+            if found is None:
+                return call
+            self.changed = True
+            value, self.pending = found
+            return value
+
+    rewriter = Rewriter(mod)
+    for gv, func in list(mod.functions_items()):
+        if isinstance(func, relax.Function):
+            changed, rewriter.changed = rewriter.changed, False
+            rewriter.decided = plan(func)
+            new = rewriter.visit_expr(func)
+            if rewriter.changed:  # (the kernels it emitted are in the builder's module)
+                rewriter.builder_.update_func(gv, relax.analysis.remove_all_unused(new))
+            rewriter.changed = rewriter.changed or changed
+    return rewriter.builder_.get() if rewriter.changed else mod
+
+
+def call_bindings(func: Any) -> tuple[list[tuple[Any, Any]], dict[Any, list[Any]]]:
+    """``([(var, call)], users)`` of a Relax function: its bindings of calls in order, and
+    for each variable the variables of the bindings that read it (``None`` for the function's
+    result)."""
+    bindings, users = [], {}
+    for block in func.body.blocks:
+        for binding in block.bindings:
+            value = binding.value
+            if isinstance(value, relax.Call):
+                bindings.append((binding.var, value))
+            read = [value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value)
+            for var in read:
+                users.setdefault(var, []).append(binding.var)
+    for var in relax.analysis.free_vars(func.body.body):
+        users.setdefault(var, []).append(None)
+    return bindings, users
+
+
 # ---------------------------------------------------------------- functions and modules
 def function_params(func: Any) -> list[Any]:
     return list(func.params)
@@ -477,12 +547,14 @@ def _quantize_by_reciprocal(bb: Any, call: Any) -> Any:
 
 
 def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
-                 quantize_by_reciprocal: bool = False) -> Any:
+                 quantize_by_reciprocal: bool = False,
+                 before_legalize: Callable[[Any], Any] | None = None) -> Any:
     """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
     FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
     ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion;
     ``quantize_by_reciprocal``: ``relax.quantize`` multiplies by the reciprocal of its scale
-    (``_quantize_by_reciprocal``).
+    (``_quantize_by_reciprocal``); ``before_legalize(mod)``, run under the target just before
+    LegalizeOps (the layout pass).
 
     AnnotateTIROpPattern classifies a table gather as opaque, which stops FuseOps at it; a
     pre-set 0 is overwritten (0 counts as unset), hence a pass after the annotation.
@@ -497,7 +569,12 @@ def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
                 m[gv] = func.with_attr("op_pattern", 0)
         return m
 
+    @tvm.transform.module_pass(opt_level=0, name="canonqnn.BeforeLegalize")
+    def before(m: Any, _ctx: Any) -> Any:
+        return before_legalize(m) if before_legalize is not None else m
+
     passes = cpu.library_dispatch_passes(target) + [
+        before,
         relax.transform.LegalizeOps(
             {"relax.quantize": _quantize_by_reciprocal} if quantize_by_reciprocal else None),
         relax.transform.AnnotateTIROpPattern(), mark_elementwise,

@@ -15,8 +15,8 @@ from typing import Any
 
 import tvm
 
-from .dot_isa import (ANNOTATION, BLOCK_PLANS, DEPTHWISE, ISAS, ROWS, DotISA,
-                      intrinsic_features)
+from .dot_isa import (ANNOTATION, BLOCK_PLANS, CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE,
+                      DEPTHWISE, ISAS, ROWS, DotISA, intrinsic_features)
 
 _registered: set[str] = set()
 
@@ -25,15 +25,14 @@ def register_intrinsics() -> None:
     """Register every ``DotISA``'s tensor intrinsics with TVM (once)."""
     from tvm.s_tir import TensorIntrin
 
-    from .dot_isa import row_intrinsic
+    from .dot_isa import lane_intrinsic, row_intrinsic
 
     for isa in ISAS:
-        if isa.intrinsic not in _registered:
-            TensorIntrin.register(isa.intrinsic, *_intrinsic(isa), override=True)
-            _registered.add(isa.intrinsic)
-        if row_intrinsic(isa) not in _registered:
-            TensorIntrin.register(row_intrinsic(isa), *_row_intrinsic(isa), override=True)
-            _registered.add(row_intrinsic(isa))
+        for name, make in ((isa.intrinsic, _intrinsic), (row_intrinsic(isa), _row_intrinsic),
+                           (lane_intrinsic(isa), _lane_intrinsic)):
+            if name not in _registered:
+                TensorIntrin.register(name, *make(isa), override=True)
+                _registered.add(name)
 
 
 def _vector(isa: DotISA, dtype: str, parts: int = 1) -> str:
@@ -148,6 +147,41 @@ def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
     return desc, impl
 
 
+def _lane_intrinsic(isa: DotISA) -> tuple[Any, Any]:
+    """``C[i] += A[i, k] * B[i, k]`` (``lanes`` x ``pair``): each lane's activations and
+    weights as they lie (a channels-last depthwise conv, channels in lanes)."""
+    from tvm.script import tirx as T
+
+    lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
+
+    @T.prim_func(s_tir=True)
+    def desc(A: T.Buffer((lanes, pair), adt, offset_factor=1),
+             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
+             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:lanes, 0:pair])
+            T.writes(C[0:lanes])
+            for i in T.serial(0, lanes):
+                for k in T.serial(0, pair):
+                    with T.sblock("update"):
+                        vi, vk = T.axis.remap("SR", [i, k])
+                        C[vi] = C[vi] + T.cast(A[vi, vk], "int32") * T.cast(B[vi, vk], "int32")
+
+    @T.prim_func(s_tir=True)
+    def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
+             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
+             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
+        with T.sblock("root"):
+            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:lanes, 0:pair])
+            T.writes(C[0:lanes])
+            C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
+                T, isa, C.vload([0], dtype=f"int32x{lanes}"),
+                lambda parts, part: _rows(A, isa, adt, parts, part),
+                lambda parts, part: _rows(B, isa, wdt, parts, part))
+
+    return desc, impl
+
+
 def is_packed(sch: Any, block: Any) -> bool:
     """Whether the block is a reduction ``schedule_packed`` (or ``schedule_depthwise``) owns."""
     annotations = sch.get(block).annotations
@@ -167,6 +201,10 @@ def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool
         return schedule_depthwise(sch, block, cores, intrinsic)
     if ROWS in annotations:
         return schedule_rows(sch, block, cores, intrinsic)
+    if CHANNELS_LAST in annotations:
+        return schedule_channels_last(sch, block, cores, intrinsic)
+    if CHANNELS_LAST_DEPTHWISE in annotations:
+        return schedule_channels_last_depthwise(sch, block, cores, intrinsic)
     return schedule_packed(sch, block, cores, intrinsic)
 
 
@@ -370,3 +408,106 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
         sch.unroll(loop)
     _vectorize_requant(sch, names, lanes, tail=bool(plane))
     return names
+
+
+def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | None) -> list[str]:
+    """Schedule a channels-last 1x1 conv (``te_nhwc_pointwise``): a tile of ``pixels`` pixels
+    x ``blocks`` vectors of output channels in registers while the whole reduction runs, each
+    4 input channels one instruction per accumulator (the activations broadcast), tiles in
+    parallel, each requantized as it finishes (its pixels written straight into the NHWC
+    output); the input's ``x + 128`` copy one vectorized pass before. Returns the names of the
+    blocks scheduled with it."""
+    register_intrinsics()
+    plan = dict(sch.get(block).annotations[CHANNELS_LAST])
+    lanes, pixels, blocks = int(plan["lanes"]), int(plan["pixels"]), int(plan["blocks"])
+    (pack,) = sch.get_producers(block)
+    names = [sch.get(pack).name_hint]
+    (pixel_stage,) = sch.get_consumers(block)
+    (copy,) = sch.get_consumers(pixel_stage)
+    sch.reverse_compute_inline(copy)
+    n, p, ob, ol, rc, rk = sch.get_loops(block)
+    p_out, p_in = sch.split(p, [None, pixels])
+    ob_out, ob_in = sch.split(ob, [None, blocks])
+    sch.reorder(n, p_out, ob_out, rc, p_in, ob_in, ol, rk)
+    tiles = sch.fuse(n, p_out, ob_out)
+    if cores > 1:
+        sch.parallel(tiles)
+    # only the pixels' requantization runs per tile (a tile of the flattened plane is no
+    # rectangle of the NHWC output; ops fused after the conv run once it is done)
+    names += _move_consumers(sch, block, tiles, transitive=False)
+    init = sch.decompose_reduction(block, rc)
+    if intrinsic is not None:
+        sch.tensorize(ol, intrinsic)
+    *tile_loops, lanes_loop = sch.get_loops(init)[-3:]
+    sch.vectorize(lanes_loop)
+    for loop in (*tile_loops, p_in, ob_in):
+        sch.unroll(loop)
+    loops = sch.get_loops(pack)
+    if len(loops) == 5:  # from NCHW, as the plane form's pack: channel groups in parallel,
+        # each reading its channels' planes in order, the vectors past the plane split off
+        n, vectors, groups, _, _ = loops
+        sch.reorder(groups, vectors)
+        if cores > 1:
+            sch.parallel(sch.fuse(n, groups))
+        _partition(sch, vectors, [int(plan["plane"]) // lanes])
+    else:  # from NHWC: pixels in parallel, each pixel's channels one vectorized copy
+        if cores > 1:
+            sch.parallel(sch.fuse(loops[0], loops[1]))
+        values = int(sch.get(loops[2]).extent) * int(sch.get(loops[3]).extent)
+        whole = sch.fuse(loops[2], loops[3])
+        if values % 64 == 0:
+            sch.vectorize(sch.split(whole, [None, 64])[1])
+    for name in names[1:]:  # the requantization, in vectors of the output channels' lanes
+        loop = sch.get_loops(sch.get_sblock(name))[-1]
+        if int(sch.get(loop).extent) % lanes == 0:
+            sch.vectorize(sch.split(loop, [None, lanes])[1])
+    return names
+
+
+def schedule_channels_last_depthwise(sch: Any, block: Any, cores: int,
+                                     intrinsic: str | None) -> list[str]:
+    """Schedule a channels-last depthwise accumulator (``te_nhwc_depthwise``): output rows in
+    parallel, a tile of ``pixels`` outputs of a row x one vector of channels held in
+    registers while every group of four taps is one instruction (tensorized); the packed
+    input one pass before, vectorized along the channels; the requantization computed per
+    row. Returns the names of the blocks scheduled with it."""
+    register_intrinsics()
+    plan = dict(sch.get(block).annotations[CHANNELS_LAST_DEPTHWISE])
+    lanes, pixels = int(plan["lanes"]), int(plan["pixels"])
+    (pack,) = sch.get_producers(block)
+    names = [sch.get(pack).name_hint]
+    n, i, j, c, ry, rg, rk = sch.get_loops(block)
+    j_out, j_in = sch.split(j, [None, pixels])
+    c_out, c_in = sch.split(c, [None, lanes])
+    sch.reorder(n, i, c_out, j_out, ry, rg, j_in, c_in, rk)
+    row = sch.fuse(n, i)
+    if cores > 1:
+        sch.parallel(row)
+    moved = _move_consumers(sch, block, row, transitive=False)
+    init = sch.decompose_reduction(block, ry)
+    if intrinsic is not None:
+        sch.tensorize(c_in, intrinsic)
+    *_, tile_loop, lanes_loop = sch.get_loops(init)
+    sch.vectorize(lanes_loop)
+    for loop in (tile_loop, j_in, rg, ry):
+        sch.unroll(loop)
+    # the pad and the pack, rows in parallel: the pad's columns split at the borders (the
+    # interior's test folds), a column's channels vectorized; the pack's channels x taps
+    (pad,) = sch.get_producers(pack)
+    names.append(sch.get(pad).name_hint)
+    n, y, j, g, ch, k = sch.get_loops(pack)
+    if cores > 1:
+        sch.parallel(sch.fuse(n, y))
+    # the four taps unrolled, the channels left to LLVM, which reads them as vectors and
+    # interleaves them (a vectorized fused loop would gather byte by byte)
+    sch.unroll(k)
+    n, y, xx, ch = sch.get_loops(pad)
+    if cores > 1:
+        sch.parallel(sch.fuse(n, y))
+    sch.vectorize(sch.split(ch, [None, lanes])[1])
+    left, width = (int(b) for b in plan["borders"])
+    _partition(sch, xx, [left, width])
+    for name in moved:  # the requantization, a vector of channels at a time
+        loop = sch.get_loops(sch.get_sblock(name))[-1]
+        sch.vectorize(sch.split(loop, [None, lanes])[1])
+    return names + moved

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm, dot_isa, integrity, numerics, schedule
+from . import _tvm, dot_isa, integrity, layout, numerics, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError, VerificationError, first_line
 from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
@@ -76,9 +76,11 @@ class Built:
 
 def fuse(mod: Any, target: Any = None) -> Any:
     """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
-    lookup tables count as elementwise, so they fuse into the kernel that produces their input."""
+    convs run channels-last where that is faster (``canonqnn.layout``), and lookup tables
+    count as elementwise, so they fuse into the kernel that produces their input."""
     return _tvm.fuse_kernels(mod, _tvm.as_target(target), (LUT_KERNEL,),
-                             quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod))
+                             quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod),
+                             before_legalize=layout.channels_last)
 
 
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:

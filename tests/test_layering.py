@@ -35,7 +35,7 @@ LAYERS: dict[str, list[str]] = {
     "tvm": ["canonqnn._tvm", "canonqnn._tvm_dot"],
     # Canonical ops, the Q/DQ writer, the interface, build and the numpy reference: no model
     # format, no rule.
-    "core": ["canonqnn.qdq", "canonqnn.io", "canonqnn.ops.*", "canonqnn.builder",
+    "core": ["canonqnn.qdq", "canonqnn.io", "canonqnn.ops.*", "canonqnn.builder", "canonqnn.layout",
              "canonqnn.kernels", "canonqnn.schedule", "canonqnn.reference",
              "canonqnn.module_check"],
     # DPL patterns of the canonical ops, for backend authors.

@@ -46,7 +46,8 @@ from typing import Any
 import numpy as np
 
 from .._tvm import te, tirx
-from ..dot_isa import ANNOTATION, DEPTHWISE, ROWS, DotISA, isa_for, padded_width, row_intrinsic
+from ..dot_isa import (ANNOTATION, CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE, DEPTHWISE, ROWS,
+                       DotISA, isa_for, lane_intrinsic, padded_width, row_intrinsic)
 
 MAX_CORRECTED_K = 65_000  # pair 4: (128 + x_zp) * sum(w) and the raw sum stay inside int32
 
@@ -322,6 +323,98 @@ def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, p
             xp[nn, i * sh + ry * dh, j * sw + rx * dw, block(o * lanes, rc), rk].astype("int32")
             * wp[o, ry, rx, rc, ol, rk].astype("int32"), axis=[ry, rx, rc, rk]),
         name="acc_packed", attrs={ANNOTATION: {"intrinsic": isa.intrinsic, **tile}})
+
+
+PIXEL_TILE = 6  # pixels of a channels-last tile (x 4 blocks of lanes: 24 accumulators)
+
+
+def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, nchw_input: bool = False) -> Any:
+    """The packed accumulator ``acc[n, p, o // L, o % L]`` (``p`` the pixel of the flattened
+    plane, padded to whole tiles of ``PIXEL_TILE``) of a 1x1 conv at stride 1 of an int8 NHWC
+    ``x`` (NCHW: ``nchw_input``) and ``pack_conv_weights`` ``wp``: output channels in lanes,
+    as ``te_packed_conv``. The activations are packed as ``_activation`` writes them: from
+    NHWC one contiguous copy, ``xp[n, p, c // P, c % P]``; from NCHW ``L`` pixels at a time,
+    ``xp[n, p // L, c // P, p % L, c % P]`` (an interleave, as ``te_plane_conv``'s pack).
+    The schedule keeps ``PIXEL_TILE`` pixels x ``blocks`` vectors of output channels in
+    registers (onnxruntime's tile on AVX512-VNNI: 6 x 4) while the reduction runs
+    (``_tvm_dot.schedule_channels_last``)."""
+    if nchw_input:
+        n, c, h, w = (int(d) for d in x.shape)
+    else:
+        n, h, w, c = (int(d) for d in x.shape)
+    oo, _, _, cgb, lanes, pair = (int(d) for d in wp.shape)
+    plane = h * w
+    padded = -(-plane // PIXEL_TILE) * PIXEL_TILE
+
+    def value(nn, p, ch):  # TIR's if_then_else reads x only where the test holds
+        read = x[nn, ch, p // w, p % w] if nchw_input else x[nn, p // w, p % w, ch]
+        return tirx.if_then_else(tirx.all(p < plane, ch < c), _activation(read, x_zp, isa),
+                                 _padding(x_zp, isa))
+
+    if nchw_input:
+        xp = te.compute((n, -(-padded // lanes), cgb, lanes, pair), lambda nn, pv, g, pl, k:
+                        value(nn, pv * lanes + pl, g * pair + k), name="x_pack")
+
+        def read(nn, p, rc, rk):
+            return xp[nn, p // lanes, rc, p % lanes, rk]
+    else:
+        xp = te.compute((n, padded, cgb, pair), lambda nn, p, g, k:
+                        value(nn, p, g * pair + k), name="x_pack")
+
+        def read(nn, p, rc, rk):
+            return xp[nn, p, rc, rk]
+
+    rc = te.reduce_axis((0, cgb), "rc")
+    rk = te.reduce_axis((0, pair), "rk")
+    blocks = max(b for b in (1, 2, 3, 4) if oo % b == 0)
+    return te.compute(
+        (n, padded, oo, lanes),
+        lambda nn, p, ob, ol: te.sum(read(nn, p, rc, rk).astype("int32")
+                                     * wp[ob, 0, 0, rc, ol, rk].astype("int32"), axis=[rc, rk]),
+        name="acc_nhwc", attrs={CHANNELS_LAST: {"intrinsic": isa.intrinsic, "lanes": lanes,
+                                                "pixels": PIXEL_TILE, "blocks": blocks,
+                                                "plane": plane,
+                                                "macs": n * plane * oo * lanes * c}})
+
+
+def te_nhwc_depthwise(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
+                      out_hw: tuple[int, int], kernel: tuple[int, int]) -> Any:
+    """The int32 accumulator ``acc[n, i, j, c]`` (without the bias correction) of a depthwise
+    conv of an int8 NHWC ``x`` with ``depthwise_weights`` of a pair-4 ISA laid out
+    ``[KH, KW/4, C, 4]``: channels in lanes, four taps of a kernel row summed in each lane by
+    one instruction (a 3x3 kernel's row: one ``vpdpbusd`` for ``lanes`` channels). The input
+    is padded as ``_activation`` and ``_padding`` write it, then packed with the four values
+    output ``j`` reads for a group of taps side by side, ``xq[n, y, j, g, c, k] = xpad[n, y,
+    j*sw + (4g + k)*dw, c]`` (the NCHW form's pack, ``te_depthwise_conv``, with the channels
+    innermost)."""
+    n, h, wd, c = (int(d) for d in x.shape)
+    kh, groups, _, pair = (int(d) for d in w.shape)
+    (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
+    oh, ow = out_hw
+    rows = (oh - 1) * sh + (kh - 1) * dh + 1
+    cols = (ow - 1) * sw + (groups * pair - 1) * dw + 1
+
+    def pad(nn, y, xx, ch):  # TIR's if_then_else reads x only where the test holds
+        inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
+        return tirx.if_then_else(inside, _activation(x[nn, y - pt, xx - pl, ch], x_zp, isa),
+                                 _padding(x_zp, isa))
+
+    # padded (a channel vector at a time: the test is the same across it), then interleaved
+    xpad = te.compute((n, rows, cols, c), pad, name="x_pad")
+    xq = te.compute((n, rows, ow, groups, c, pair), lambda nn, y, j, g, ch, k: xpad[
+        nn, y, j * sw + (g * pair + k) * dw, ch], name="x_pack")
+    ry = te.reduce_axis((0, kh), "ry")
+    rg = te.reduce_axis((0, groups), "rg")
+    rk = te.reduce_axis((0, pair), "rk")
+    tile = max(t for t in range(1, 8) if ow % t == 0)
+    return te.compute(
+        (n, oh, ow, c),
+        lambda nn, i, j, ch: te.sum(xq[nn, i * sh + ry * dh, j, rg, ch, rk].astype("int32")
+                                    * w[ry, rg, ch, rk].astype("int32"), axis=[ry, rg, rk]),
+        name="acc_nhwc_depthwise",
+        attrs={CHANNELS_LAST_DEPTHWISE: {"intrinsic": lane_intrinsic(isa), "lanes": isa.lanes,
+                                         "pixels": tile, "borders": [pl, wd],
+                                         "macs": n * oh * ow * c * kernel[0] * kernel[1]}})
 
 
 def _unravel(flat: Any, shape: tuple[int, ...]) -> list[Any]:

@@ -175,10 +175,10 @@ def _legalize(bb: Any, call: Any) -> Any:
         shape = (int(x.shape[0]), o, oh, ow)
         raw = a["out_dtype"] == "int32"
         name = "conv2d_acc" if raw else "requant"
+        output = _output_value(a, kind, accumulator)
 
-        def value(nn, oo, i, j):  # the output: the biased accumulator, or it requantized
-            total = acc(nn, oo, i, j) + bias[oo]
-            return total if raw else te_requant_channel(total, kind, mult, oo, a, accumulator)
+        def value(nn, oo, i, j):
+            return output(acc(nn, oo, i, j), bias, mult, oo)
 
         if packed is not None and form == "plane":
             # each channel's plane as one row of exactly its pixels, then read as NCHW (the
@@ -199,6 +199,117 @@ def _legalize(bb: Any, call: Any) -> Any:
         return te.compute(shape, lambda nn, oo, i, j: whole[nn, oo, i, j], name="requant")
 
     return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
+
+
+def _output_value(a: dict[str, Any], kind: str, accumulator: str):
+    """``value(acc, bias, mult, oo)``: a conv's output from its accumulator for output channel
+    ``oo``, the biased accumulator itself (``out_dtype`` int32) or it requantized."""
+    raw = a["out_dtype"] == "int32"
+
+    def value(acc, bias, mult, oo):
+        total = acc + bias[oo]
+        return total if raw else te_requant_channel(total, kind, mult, oo, a, accumulator)
+
+    return value
+
+
+CHANNELS_LAST_PLANE = 28  # the largest input plane side run channels-last (docs/build.md)
+
+
+def channels_last_form(call: Any) -> str | None:
+    """``"pointwise"`` or ``"depthwise"`` where this conv runs channels-last when the layout
+    pass (``canonqnn.layout``) asks, on the current target; else None. Where it was measured
+    faster than the NCHW forms (docs/benchmarks.md, AVX512-VNNI): int8 in and out, constant
+    weights and int32 bias, an input plane of at most ``CHANNELS_LAST_PLANE`` a side, and
+    either a 1x1 conv at stride 1 without padding or groups (``_dot.te_nhwc_pointwise``)
+    or a depthwise conv whose channels fill whole vectors and whose ``w - w_zp`` fits int8
+    (``_dot.te_nhwc_depthwise``)."""
+    a = _tvm.attrs_dict(call)
+    x, w, bias = call.args[:3]
+    has_feature = _tvm.current_target_features()
+    isa = dot_isa.isa_for(has_feature) if has_feature is not None else None
+    if (isa is None or isa.name not in dot_isa.CHANNELS_LAST_ISAS
+            or _tvm.dtype_of(x) != "int8" or a["out_dtype"] != "int8"
+            or _tvm.dtype_of(bias) != "int32" or not _tvm.is_const(w)
+            or not _tvm.is_const(bias)):
+        return None
+    _, c, h, wd = _tvm.shape_of(x)
+    o, _, kh, kw = _tvm.shape_of(w)
+    if max(h, wd) > CHANNELS_LAST_PLANE:
+        return None
+    if (kh == kw == 1 and a["groups"] == 1 and tuple(a["strides"]) == (1, 1)
+            and not any(a["padding"]) and _channels_last_weights(a, call) is not None):
+        return "pointwise"
+    if (a["groups"] == c == o > 1 and c % isa.lanes == 0
+            and _channels_last_depthwise_weights(a, call) is not None):
+        return "depthwise"
+    return None
+
+
+def _channels_last_weights(a: dict[str, Any], call: Any):
+    """``(isa, PackedWeights, corrected bias)`` of a pointwise conv's channels-last form
+    (output channels in lanes), or None where that packing would not be exact."""
+    isa = dot_isa.isa_for(_tvm.current_target_features())
+    found = _dot.packed_weights_for(_tvm.const_value(call.args[1]),
+                                    _tvm.const_value(call.args[4]), a["x_zp"], isa,
+                                    _tvm.const_value(call.args[2]))
+    return None if found is None else (isa, *found)
+
+
+def _channels_last_depthwise_weights(a: dict[str, Any], call: Any):
+    """``(isa, weights [KH, KW/4, C, 4], corrected bias)`` of a depthwise conv's channels-last
+    form (``_dot.te_nhwc_depthwise``), or None where ``w - w_zp`` leaves int8 or the
+    corrected bias int32."""
+    isa = dot_isa.isa_for(_tvm.current_target_features())
+    if isa.pair != 4:
+        return None
+    found = _dot.with_corrected_bias(
+        _dot.depthwise_weights(_tvm.const_value(call.args[1]), _tvm.const_value(call.args[4]),
+                               a["x_zp"], isa), _tvm.const_value(call.args[2]))
+    if found is None:
+        return None
+    weights, corrected = found
+    return isa, np.ascontiguousarray(weights.packed.transpose(1, 2, 0, 3)), corrected
+
+
+def legalize_channels_last(bb: Any, call: Any, x: Any, form: str, nchw_input: bool) -> Any:
+    """The conv ``call`` (``channels_last_form`` names ``form``) computed from ``x``, its
+    input as NHWC (or NCHW, ``nchw_input``: a 1x1 conv's only), into an NHWC output: the
+    bound variable of the kernel ``bb`` emits."""
+    a = _tvm.attrs_dict(call)
+    _, w, bias, w_scale, w_zp = call.args
+    o, _, kh, kw = _tvm.shape_of(w)
+    n, _, _, _ = _tvm.shape_of(x)
+    _, _, h, wd = _tvm.shape_of(call.args[0])
+    oh, ow = out_hw(h, wd, kh, kw, a)
+    kind, table = requant_multipliers(a, _tvm.const_value(w_scale), o)
+    output = _output_value(a, kind, "int32")
+    if form == "pointwise":
+        isa, weights, corrected = _channels_last_weights(a, call)
+        weights_const = _tvm.const(weights.packed, isa.weight_dtype)
+    else:
+        isa, packed, corrected = _channels_last_depthwise_weights(a, call)
+        weights_const = _tvm.const(packed, isa.weight_dtype)
+
+    def compute(x, wp, bias, mult):
+        if form == "depthwise":
+            acc = _dot.te_nhwc_depthwise(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
+                                         a["padding"], (oh, ow), (kh, kw))
+            return te.compute((n, oh, ow, o), lambda nn, i, j, oo: output(
+                acc[nn, i, j, oo], bias, mult, oo), name="requant")
+        acc = _dot.te_nhwc_pointwise(x, wp, isa, a["x_zp"], nchw_input)
+        lanes = isa.lanes
+        # the flattened plane's pixels, then read as NHWC (the schedule inlines the read:
+        # the pixels are written straight into the output, as the plane form's row)
+        pixels = te.compute((n, oh * ow, o), lambda nn, p, oo: output(
+            acc[nn, p, oo // lanes, oo % lanes], bias, mult, oo), name="requant_pixels")
+        return te.compute((n, oh, ow, o), lambda nn, i, j, oo: pixels[nn, i * ow + j, oo],
+                          name="requant")
+
+    return bb.emit(bb.call_te(compute, x, weights_const,
+                              _tvm.const(np.asarray(corrected, np.int32), "int32"),
+                              _tvm.const(table, str(table.dtype)),
+                              primfunc_name_hint="canonqnn_conv2d_nhwc"))
 
 
 def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,

@@ -1,0 +1,71 @@
+"""The build's layout pass: convs run channels-last where that is faster, and chains of them
+pass NHWC activations to each other without transposing (docs/build.md, "Layout").
+
+The canonical ops pattern authors see stay NCHW: the pass runs inside ``builder.fuse``,
+before the canonical ops are legalized. Of the convs ``conv.channels_last_form`` names on the
+target, the pass keeps those whose results are read only by other kept convs, or are small
+(at most ``SMALL_PLANE`` outputs a channel: a transpose of them costs little), and, for a
+depthwise conv, whose input comes from a kept conv or is small. Each kept conv is legalized
+here into its NHWC kernel (``conv.legalize_channels_last``): a 1x1 conv reads its input NHWC
+from the kept conv that produced it, else NCHW (its pack interleaves it); a depthwise conv
+reads it NHWC, transposed where no kept conv produced it. The NCHW result of a kept conv is
+its NHWC output transposed, left for consumers that read it NCHW (unused ones are removed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import _tvm
+from .ops import _registry, conv
+
+TO_NHWC, TO_NCHW = (0, 2, 3, 1), (0, 3, 1, 2)
+SMALL_PLANE = 49  # 7x7: 1,024 channels of it transposed in ~14 us (AVX512-VNNI, one thread)
+
+
+def channels_last(mod: Any) -> Any:
+    """``mod`` with the convs ``plan`` keeps run channels-last (on the current target:
+    ``builder.fuse`` runs this pass inside it)."""
+    return _tvm.rewrite_with_twins(mod, plan, _rewrite)
+
+
+def plan(func: Any) -> dict[Any, str]:
+    """``{variable: form}`` of the conv bindings of ``func`` that run channels-last (module
+    doc): the convs ``conv.channels_last_form`` names, less those that would transpose a
+    large tensor, until none would."""
+    bindings, users = _tvm.call_bindings(func)
+    forms, inputs = {}, {}
+    for var, call in bindings:
+        if _registry.lookup(call) is conv.CONV2D and (form := conv.channels_last_form(call)):
+            forms[var], inputs[var] = form, call.args[0]
+    kept = set(forms)
+
+    def plane(value: Any) -> int:
+        _, _, h, w = _tvm.shape_of(value)
+        return h * w
+
+    changed = True
+    while changed:
+        changed = False
+        for var in list(kept):
+            leaves = any(user not in kept for user in users.get(var, []))
+            enters = forms[var] == "depthwise" and inputs[var] not in kept
+            if (leaves and plane(var) > SMALL_PLANE) or (
+                    enters and plane(inputs[var]) > SMALL_PLANE):
+                kept.discard(var)
+                changed = True
+    return {var: forms[var] for var in kept}
+
+
+def _rewrite(bb: Any, var: Any, call: Any, kept: dict[Any, str],
+             twins: dict[Any, Any]) -> tuple[Any, Any] | None:
+    form = kept.get(var)
+    if form is None:
+        return None
+    x = call.args[0]
+    x_nhwc = twins.get(x)
+    if x_nhwc is None and form == "depthwise":
+        x_nhwc = bb.emit(_tvm.permute_dims(x, TO_NHWC))
+    y_nhwc = conv.legalize_channels_last(bb, call, x if x_nhwc is None else x_nhwc, form,
+                                         nchw_input=x_nhwc is None)
+    return _tvm.permute_dims(y_nhwc, TO_NCHW), y_nhwc
