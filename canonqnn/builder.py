@@ -74,13 +74,14 @@ class Built:
         return path
 
 
-def fuse(mod: Any, target: Any = None) -> Any:
+def fuse(mod: Any, target: Any = None, *, channels_last: bool = True) -> Any:
     """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
-    convs run channels-last where that is faster (``canonqnn.layout``), and lookup tables
-    count as elementwise, so they fuse into the kernel that produces their input."""
+    convs run channels-last where that is faster (``canonqnn.layout``; ``channels_last=False``
+    keeps every conv NCHW, to compare), and lookup tables count as elementwise, so they fuse
+    into the kernel that produces their input."""
     return _tvm.fuse_kernels(mod, _tvm.as_target(target), (LUT_KERNEL,),
                              quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod),
-                             before_legalize=layout.channels_last)
+                             before_legalize=layout.channels_last if channels_last else None)
 
 
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:
