@@ -468,9 +468,9 @@ def schedule_channels_last_depthwise(sch: Any, block: Any, cores: int,
                                      intrinsic: str | None) -> list[str]:
     """Schedule a channels-last depthwise accumulator (``te_nhwc_depthwise``): output rows in
     parallel, a tile of ``pixels`` outputs of a row x one vector of channels held in
-    registers while every group of four taps is one instruction (tensorized); the packed
-    input one pass before, vectorized along the channels; the requantization computed per
-    row. Returns the names of the blocks scheduled with it."""
+    registers while every group of four taps is one instruction (tensorized); the pad and
+    the pack one pass each before it; the requantization computed per row. Returns the names
+    of the blocks scheduled with it."""
     register_intrinsics()
     plan = dict(sch.get(block).annotations[CHANNELS_LAST_DEPTHWISE])
     lanes, pixels = int(plan["lanes"]), int(plan["pixels"])
