@@ -28,10 +28,10 @@ def register_intrinsics() -> None:
     from .dot_isa import lane_intrinsic, row_intrinsic
 
     for isa in ISAS:
-        for name, make in ((isa.intrinsic, _intrinsic), (row_intrinsic(isa), _row_intrinsic),
-                           (lane_intrinsic(isa), _lane_intrinsic)):
+        for name, broadcast in ((isa.intrinsic, "A"), (row_intrinsic(isa), "B"),
+                                (lane_intrinsic(isa), "")):
             if name not in _registered:
-                TensorIntrin.register(name, *make(isa), override=True)
+                TensorIntrin.register(name, *_intrinsic(isa, broadcast), override=True)
                 _registered.add(name)
 
 
@@ -77,107 +77,56 @@ def _accumulate(T: Any, isa: DotISA, acc: Any, activations: Any, weights: Any) -
                                          *halves, dtype=dtype)
 
 
-def _intrinsic(isa: DotISA) -> tuple[Any, Any]:
-    """``C[i] += A[k] * B[i, k]`` (``lanes`` x ``pair``): output channels in lanes, the
-    activations broadcast."""
+def _intrinsic(isa: DotISA, broadcast: str) -> tuple[Any, Any]:
+    """``(desc, impl)`` of ``C[i] += A[., k] * B[., k]`` (``lanes`` x ``pair``), where
+    ``broadcast`` names the operand one lane's ``pair`` values of which every lane reads:
+
+    - ``"A"``: ``C[i] += A[k] * B[i, k]``, output channels in lanes, the activations
+      broadcast (``DotISA.intrinsic``);
+    - ``"B"``: ``C[i] += A[i, k] * B[k]``, output pixels of a row in lanes, the weights
+      broadcast (``row_intrinsic``);
+    - ``""``: ``C[i] += A[i, k] * B[i, k]``, each lane its own activations and weights (a
+      channels-last depthwise conv's channels, ``lane_intrinsic``)."""
     from tvm.script import tirx as T
 
     lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
+    a_shape = (pair,) if broadcast == "A" else (lanes, pair)
+    b_shape = (pair,) if broadcast == "B" else (lanes, pair)
+
+    def at(buffer: Any, vi: Any, vk: Any) -> Any:
+        return buffer[vk] if len(buffer.shape) == 1 else buffer[vi, vk]
+
+    def whole(buffer: Any) -> Any:
+        return buffer[0:pair] if len(buffer.shape) == 1 else buffer[0:lanes, 0:pair]
+
+    def operand(buffer: Any, dtype: str) -> Any:
+        if len(buffer.shape) == 1:
+            return lambda parts, _: _broadcast(T, buffer, isa, dtype, parts)
+        return lambda parts, part: _rows(buffer, isa, dtype, parts, part)
 
     @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((pair,), adt, offset_factor=1),
-             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
+    def desc(A: T.Buffer(a_shape, adt, offset_factor=1),
+             B: T.Buffer(b_shape, wdt, offset_factor=1),
              C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
         with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:pair], B[0:lanes, 0:pair])
+            T.reads(C[0:lanes], whole(A), whole(B))
             T.writes(C[0:lanes])
             for i in T.serial(0, lanes):
                 for k in T.serial(0, pair):
                     with T.sblock("update"):
                         vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vk], "int32") * T.cast(B[vi, vk], "int32")
+                        C[vi] = C[vi] + T.cast(at(A, vi, vk), "int32") * T.cast(
+                            at(B, vi, vk), "int32")
 
     @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((pair,), adt, offset_factor=1),
-             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
+    def impl(A: T.Buffer(a_shape, adt, offset_factor=1),
+             B: T.Buffer(b_shape, wdt, offset_factor=1),
              C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
         with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:pair], B[0:lanes, 0:pair])
+            T.reads(C[0:lanes], whole(A), whole(B))
             T.writes(C[0:lanes])
             C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
-                T, isa, C.vload([0], dtype=f"int32x{lanes}"),
-                lambda parts, _: _broadcast(T, A, isa, adt, parts),
-                lambda parts, part: _rows(B, isa, wdt, parts, part))
-
-    return desc, impl
-
-
-def _row_intrinsic(isa: DotISA) -> tuple[Any, Any]:
-    """``C[i] += A[i, k] * B[k]`` (``lanes`` x ``pair``): output pixels of a row in lanes,
-    the activations as they lie, the weights broadcast."""
-    from tvm.script import tirx as T
-
-    lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
-
-    @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((lanes, pair), adt, offset_factor=1),
-             B: T.Buffer((pair,), wdt, offset_factor=1),
-             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
-            T.writes(C[0:lanes])
-            for i in T.serial(0, lanes):
-                for k in T.serial(0, pair):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vi, vk], "int32") * T.cast(B[vk], "int32")
-
-    @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
-             B: T.Buffer((pair,), wdt, offset_factor=1),
-             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:pair])
-            T.writes(C[0:lanes])
-            C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
-                T, isa, C.vload([0], dtype=f"int32x{lanes}"),
-                lambda parts, part: _rows(A, isa, adt, parts, part),
-                lambda parts, _: _broadcast(T, B, isa, wdt, parts))
-
-    return desc, impl
-
-
-def _lane_intrinsic(isa: DotISA) -> tuple[Any, Any]:
-    """``C[i] += A[i, k] * B[i, k]`` (``lanes`` x ``pair``): each lane's activations and
-    weights as they lie (a channels-last depthwise conv, channels in lanes)."""
-    from tvm.script import tirx as T
-
-    lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
-
-    @T.prim_func(s_tir=True)
-    def desc(A: T.Buffer((lanes, pair), adt, offset_factor=1),
-             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
-             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:lanes, 0:pair])
-            T.writes(C[0:lanes])
-            for i in T.serial(0, lanes):
-                for k in T.serial(0, pair):
-                    with T.sblock("update"):
-                        vi, vk = T.axis.remap("SR", [i, k])
-                        C[vi] = C[vi] + T.cast(A[vi, vk], "int32") * T.cast(B[vi, vk], "int32")
-
-    @T.prim_func(s_tir=True)
-    def impl(A: T.Buffer((lanes, pair), adt, offset_factor=1),
-             B: T.Buffer((lanes, pair), wdt, offset_factor=1),
-             C: T.Buffer((lanes,), "int32", offset_factor=1)) -> None:
-        with T.sblock("root"):
-            T.reads(C[0:lanes], A[0:lanes, 0:pair], B[0:lanes, 0:pair])
-            T.writes(C[0:lanes])
-            C[T.ramp(T.int32(0), 1, lanes)] = _accumulate(
-                T, isa, C.vload([0], dtype=f"int32x{lanes}"),
-                lambda parts, part: _rows(A, isa, adt, parts, part),
-                lambda parts, part: _rows(B, isa, wdt, parts, part))
+                T, isa, C.vload([0], dtype=f"int32x{lanes}"), operand(A, adt), operand(B, wdt))
 
     return desc, impl
 
