@@ -305,7 +305,7 @@ def rewrite_with_twins(mod: Any, plan: Callable[[Any], Any],
             super().visit_var_binding_(binding)
             if self.pending is not None:
                 self.twins[self.get_var_remap(binding.var)] = self.pending
-                self.pending = None
+            self.pending, self.var = None, None  # (a call bound otherwise has no variable)
 
         def visit_call_(self, call: Any) -> Any:
             call = self.visit_expr_post_order(call)
