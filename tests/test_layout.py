@@ -131,3 +131,17 @@ def test_without_a_measured_isa_every_conv_stays_nchw():
         kernels = [name for name, _, _ in _tvm.kernel_calls(
             builder.fuse(mod, _tvm.host_target()))[0]]
     assert not any(k.startswith(("canonqnn_conv2d_nhwc", "transpose")) for k in kernels)
+
+
+def test_channels_last_kernels_record_their_real_multiply_accumulates():
+    shape = (1, 32, 14, 14)
+    mod = _chain(shape, [(k, o, dict(opts)) for k, o, opts in MOBILE_TAIL])
+    with dot_isa.emulating("avx512_vnni"):
+        fused = builder.fuse(mod, _tvm.host_target())
+    macs = sorted(int(plan["macs"]) for name, func in _tvm.module_functions(fused).items()
+                  if "nhwc" in name for block in _tvm.root_block_annotations(func)
+                  for plan in block.values() if isinstance(plan, dict) and "macs" in plan)
+    # 1x1 32->64 and 64->64 at 14x14, depthwise 3x3 at 14x14 and to 7x7, 1x1 64->72 at 7x7
+    # (72 output channels: the packed weights' 80 are not counted)
+    assert macs == sorted([196 * 64 * 32, 196 * 64 * 9, 196 * 64 * 64, 49 * 64 * 9,
+                           49 * 72 * 64])

@@ -328,13 +328,15 @@ def te_packed_conv(x: Any, wp: Any, isa: DotISA, x_zp: int, strides, dilation, p
 PIXEL_TILE = 6  # pixels of a channels-last tile (x 4 blocks of lanes: 24 accumulators)
 
 
-def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, nchw_input: bool = False) -> Any:
+def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, out_channels: int,
+                      nchw_input: bool = False) -> Any:
     """The packed accumulator ``acc[n, p, o // L, o % L]`` (``p`` the pixel of the flattened
     plane, padded to whole tiles of ``PIXEL_TILE``) of a 1x1 conv at stride 1 of an int8 NHWC
-    ``x`` (NCHW: ``nchw_input``) and ``pack_conv_weights`` ``wp``: output channels in lanes,
-    as ``te_packed_conv``. The activations are packed as ``_activation`` writes them: from
-    NHWC one contiguous copy, ``xp[n, p, c // P, c % P]``; from NCHW ``L`` pixels at a time,
-    ``xp[n, p // L, c // P, p % L, c % P]`` (an interleave, as ``te_plane_conv``'s pack).
+    ``x`` (NCHW: ``nchw_input``) and ``pack_conv_weights`` ``wp`` of ``out_channels``
+    channels (padded to whole vectors): output channels in lanes, as ``te_packed_conv``. The
+    activations are packed as ``_activation`` writes them: from NHWC one contiguous copy,
+    ``xp[n, p, c // P, c % P]``; from NCHW ``L`` pixels at a time, ``xp[n, p // L, c // P,
+    p % L, c % P]`` (an interleave, as ``te_plane_conv``'s pack).
     The schedule keeps ``PIXEL_TILE`` pixels x ``blocks`` vectors of output channels in
     registers (onnxruntime's tile on AVX512-VNNI: 6 x 4) while the reduction runs
     (``_tvm_dot.schedule_channels_last``)."""
@@ -374,7 +376,7 @@ def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, nchw_input: bool 
         name="acc_nhwc", attrs={CHANNELS_LAST: {"intrinsic": isa.intrinsic, "lanes": lanes,
                                                 "pixels": PIXEL_TILE, "blocks": blocks,
                                                 "plane": plane,
-                                                "macs": n * plane * oo * lanes * c}})
+                                                "macs": n * plane * out_channels * c}})
 
 
 def te_nhwc_depthwise(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation, padding,

@@ -297,7 +297,7 @@ def legalize_channels_last(bb: Any, call: Any, x: Any, form: str, nchw_input: bo
                                          a["padding"], (oh, ow), (kh, kw))
             return te.compute((n, oh, ow, o), lambda nn, i, j, oo: output(
                 acc[nn, i, j, oo], bias, mult, oo), name="requant")
-        acc = _dot.te_nhwc_pointwise(x, wp, isa, a["x_zp"], nchw_input)
+        acc = _dot.te_nhwc_pointwise(x, wp, isa, a["x_zp"], o, nchw_input)
         lanes = isa.lanes
         # the flattened plane's pixels, then read as NHWC (the schedule inlines the read:
         # the pixels are written straight into the output, as the plane form's row)
