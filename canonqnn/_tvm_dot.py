@@ -253,7 +253,9 @@ def _vectorize_requant(sch: Any, names: list[str], lanes: int, tail: bool = Fals
     ``lanes`` where its row is whole vectors (``requant_rows``, on padded rows, or
     ``requant``), or, with ``tail``, on the whole vectors of the row with the rest split off
     (a plane's row, ``te_plane_conv``): LLVM's own loop vectorizer takes half-width vectors on
-    AVX-512 CPUs, and a padded row's tail read back in pieces stalls on store forwarding."""
+    AVX-512 CPUs, and a padded row's tail read back in pieces stalls on store forwarding. The
+    channels-last forms' requantization (``requant_pixels``, ``requant``) runs along the
+    output channels, in vectors of them."""
     for name in names:
         if not name.startswith("requant"):
             continue
@@ -264,6 +266,17 @@ def _vectorize_requant(sch: Any, names: list[str], lanes: int, tail: bool = Fals
             extent -= extent % lanes
         if extent % lanes == 0:
             sch.vectorize(sch.split(loop, [None, lanes])[1])
+
+
+def _schedule_plane_pack(sch: Any, pack: Any, cores: int, plane: int, lanes: int) -> None:
+    """A ``plane_pack`` of a ``plane``-pixel plane: channel groups in parallel, each reading
+    its channels' planes in order, the vectors past the plane's whole ones split off (their
+    padding test folds in the others, which LLVM vectorizes)."""
+    n, vectors, groups, _, _ = sch.get_loops(pack)
+    sch.reorder(groups, vectors)
+    if cores > 1:
+        sch.parallel(sch.fuse(n, groups))
+    _partition(sch, vectors, [plane // lanes])
 
 
 def _schedule_input_stages(sch: Any, block: Any, cores: int, plan: dict) -> list[str]:
@@ -283,10 +296,7 @@ def _schedule_input_stages(sch: Any, block: Any, cores: int, plan: dict) -> list
             if cores > 1:
                 sch.parallel(vectors)
             return names
-        sch.reorder(groups, vectors)
-        if cores > 1:
-            sch.parallel(sch.fuse(n, groups))
-        _partition(sch, vectors, [int(plan["borders"][1]) // int(plan["lanes"])])
+        _schedule_plane_pack(sch, pack, cores, int(plan["borders"][1]), int(plan["lanes"]))
         return names
     (pad,) = sch.get_producers(pack)
     inline = int(plan.get("pad_in_pack", 0))
@@ -392,13 +402,8 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     for loop in (*tile_loops, p_in, ob_in):
         sch.unroll(loop)
     loops = sch.get_loops(pack)
-    if len(loops) == 5:  # from NCHW, as the plane form's pack: channel groups in parallel,
-        # each reading its channels' planes in order, the vectors past the plane split off
-        n, vectors, groups, _, _ = loops
-        sch.reorder(groups, vectors)
-        if cores > 1:
-            sch.parallel(sch.fuse(n, groups))
-        _partition(sch, vectors, [int(plan["plane"]) // lanes])
+    if len(loops) == 5:  # from NCHW: the plane form's pack
+        _schedule_plane_pack(sch, pack, cores, int(plan["plane"]), lanes)
     else:  # from NHWC: pixels in parallel, each pixel's channels one vectorized copy
         if cores > 1:
             sch.parallel(sch.fuse(loops[0], loops[1]))
@@ -406,10 +411,7 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
         whole = sch.fuse(loops[2], loops[3])
         if values % 64 == 0:
             sch.vectorize(sch.split(whole, [None, 64])[1])
-    for name in names[1:]:  # the requantization, in vectors of the output channels' lanes
-        loop = sch.get_loops(sch.get_sblock(name))[-1]
-        if int(sch.get(loop).extent) % lanes == 0:
-            sch.vectorize(sch.split(loop, [None, lanes])[1])
+    _vectorize_requant(sch, names, lanes)  # in vectors of the output channels' lanes
     return names
 
 
@@ -432,7 +434,7 @@ def schedule_channels_last_depthwise(sch: Any, block: Any, cores: int,
     row = sch.fuse(n, i)
     if cores > 1:
         sch.parallel(row)
-    moved = _move_consumers(sch, block, row, transitive=False)
+    names += _move_consumers(sch, block, row, transitive=False)
     init = sch.decompose_reduction(block, ry)
     if intrinsic is not None:
         sch.tensorize(c_in, intrinsic)
@@ -456,7 +458,5 @@ def schedule_channels_last_depthwise(sch: Any, block: Any, cores: int,
     sch.vectorize(sch.split(ch, [None, lanes])[1])
     left, width = (int(b) for b in plan["borders"])
     _partition(sch, xx, [left, width])
-    for name in moved:  # the requantization, a vector of channels at a time
-        loop = sch.get_loops(sch.get_sblock(name))[-1]
-        sch.vectorize(sch.split(loop, [None, lanes])[1])
-    return names + moved
+    _vectorize_requant(sch, names, lanes)  # a vector of channels at a time
+    return names

@@ -29,15 +29,15 @@ def channels_last(mod: Any) -> Any:
     return _tvm.rewrite_with_twins(mod, plan, _rewrite)
 
 
-def plan(func: Any) -> dict[Any, str]:
-    """``{variable: form}`` of the conv bindings of ``func`` that run channels-last (module
+def plan(func: Any) -> dict[Any, conv.ChannelsLast]:
+    """``{variable: how}`` of the conv bindings of ``func`` that run channels-last (module
     doc): the convs ``conv.channels_last_form`` names, less those that would transpose a
     large tensor, until none would."""
     bindings, users = _tvm.call_bindings(func)
     forms, inputs = {}, {}
     for var, call in bindings:
-        if _registry.lookup(call) is conv.CONV2D and (form := conv.channels_last_form(call)):
-            forms[var], inputs[var] = form, call.args[0]
+        if _registry.lookup(call) is conv.CONV2D and (how := conv.channels_last_form(call)):
+            forms[var], inputs[var] = how, call.args[0]
     kept = set(forms)
 
     def plane(value: Any) -> int:
@@ -49,7 +49,7 @@ def plan(func: Any) -> dict[Any, str]:
         changed = False
         for var in list(kept):
             leaves = any(user not in kept for user in users.get(var, []))
-            enters = forms[var] == "depthwise" and inputs[var] not in kept
+            enters = forms[var].form == "depthwise" and inputs[var] not in kept
             if (leaves and plane(var) > SMALL_PLANE) or (
                     enters and plane(inputs[var]) > SMALL_PLANE):
                 kept.discard(var)
@@ -57,15 +57,15 @@ def plan(func: Any) -> dict[Any, str]:
     return {var: forms[var] for var in kept}
 
 
-def _rewrite(bb: Any, var: Any, call: Any, kept: dict[Any, str],
+def _rewrite(bb: Any, var: Any, call: Any, kept: dict[Any, conv.ChannelsLast],
              twins: dict[Any, Any]) -> tuple[Any, Any] | None:
-    form = kept.get(var) if var is not None else None
-    if form is None or _registry.lookup(call) is not conv.CONV2D:
+    how = kept.get(var) if var is not None else None
+    if how is None or _registry.lookup(call) is not conv.CONV2D:
         return None
     x = call.args[0]
     x_nhwc = twins.get(x)
-    if x_nhwc is None and form == "depthwise":
+    if x_nhwc is None and how.form == "depthwise":
         x_nhwc = bb.emit(_tvm.permute_dims(x, TO_NHWC))
-    y_nhwc = conv.legalize_channels_last(bb, call, x if x_nhwc is None else x_nhwc, form,
+    y_nhwc = conv.legalize_channels_last(bb, call, x if x_nhwc is None else x_nhwc, how,
                                          nchw_input=x_nhwc is None)
     return _tvm.permute_dims(y_nhwc, TO_NCHW), y_nhwc

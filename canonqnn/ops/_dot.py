@@ -205,6 +205,24 @@ def plane_as_row(in_hw: tuple[int, int], out_channels: int, isa: DotISA) -> bool
             and row_tile(isa, out_channels, h * w)["vectors"] > 1)
 
 
+def plane_pack(x: Any, isa: DotISA, x_zp: int, vectors: int, groups: int) -> Any:
+    """An int8 NCHW ``x``'s plane packed ``vectors`` vectors of ``L`` pixels at a time,
+    ``xp[n, p // L, c // P, p % L, c % P] = x[n, c, p // W, p % W]`` for ``groups`` groups of
+    ``P`` channels, as ``_activation`` writes it (the real zero past the plane's end and past
+    the last channel): an interleave of ``P`` channels' vectors, so the values of a group
+    for ``L`` pixels are contiguous (``te_plane_conv``, ``te_nhwc_pointwise``)."""
+    n, c, h, w = (int(d) for d in x.shape)
+    lanes, pair, plane = isa.lanes, isa.pair, h * w
+
+    def pack(nn, jo, g, jl, k):  # TIR's if_then_else reads x only where the test holds
+        p, ch = jo * lanes + jl, g * pair + k
+        return tirx.if_then_else(tirx.all(p < plane, ch < c),
+                                 _activation(x[nn, ch, p // w, p % w], x_zp, isa),
+                                 _padding(x_zp, isa))
+
+    return te.compute((n, vectors, groups, lanes, pair), pack, name="x_pack")
+
+
 def te_plane_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, tile: dict[str, int]) -> Any:
     """The int32 accumulator ``acc[n, o, 0, p]`` (``p`` the plane's pixel, padded to whole
     vectors) of a pointwise conv (``plane_as_row``) of an int8 NCHW ``x`` and
@@ -218,14 +236,7 @@ def te_plane_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, tile: dict[str, int])
     o, _, _, cgb, pair = (int(d) for d in wr.shape)
     lanes, plane = isa.lanes, h * w
     padded = padded_width(plane, isa)
-
-    def pack(nn, jo, g, jl, k):  # TIR's if_then_else reads x only where the test holds
-        p, ch = jo * lanes + jl, g * pair + k
-        return tirx.if_then_else(tirx.all(p < plane, ch < c),
-                                 _activation(x[nn, ch, p // w, p % w], x_zp, isa),
-                                 _padding(x_zp, isa))
-
-    xp = te.compute((n, padded // lanes, cgb, lanes, pair), pack, name="x_pack")
+    xp = plane_pack(x, isa, x_zp, padded // lanes, cgb)
     ry = te.reduce_axis((0, 1), "ry")
     rx = te.reduce_axis((0, 1), "rx")
     rc = te.reduce_axis((0, cgb), "rc")
@@ -335,8 +346,7 @@ def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, out_channels: int
     ``x`` (NCHW: ``nchw_input``) and ``pack_conv_weights`` ``wp`` of ``out_channels``
     channels (padded to whole vectors): output channels in lanes, as ``te_packed_conv``. The
     activations are packed as ``_activation`` writes them: from NHWC one contiguous copy,
-    ``xp[n, p, c // P, c % P]``; from NCHW ``L`` pixels at a time, ``xp[n, p // L, c // P,
-    p % L, c % P]`` (an interleave, as ``te_plane_conv``'s pack).
+    ``xp[n, p, c // P, c % P]``; from NCHW ``L`` pixels at a time (``plane_pack``).
     The schedule keeps ``PIXEL_TILE`` pixels x ``blocks`` vectors of output channels in
     registers (onnxruntime's tile on AVX512-VNNI: 6 x 4) while the reduction runs
     (``_tvm_dot.schedule_channels_last``)."""
@@ -347,21 +357,19 @@ def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, out_channels: int
     oo, _, _, cgb, lanes, pair = (int(d) for d in wp.shape)
     plane = h * w
     padded = -(-plane // PIXEL_TILE) * PIXEL_TILE
-
-    def value(nn, p, ch):  # TIR's if_then_else reads x only where the test holds
-        read = x[nn, ch, p // w, p % w] if nchw_input else x[nn, p // w, p % w, ch]
-        return tirx.if_then_else(tirx.all(p < plane, ch < c), _activation(read, x_zp, isa),
-                                 _padding(x_zp, isa))
-
     if nchw_input:
-        xp = te.compute((n, -(-padded // lanes), cgb, lanes, pair), lambda nn, pv, g, pl, k:
-                        value(nn, pv * lanes + pl, g * pair + k), name="x_pack")
+        xp = plane_pack(x, isa, x_zp, -(-padded // lanes), cgb)
 
         def read(nn, p, rc, rk):
             return xp[nn, p // lanes, rc, p % lanes, rk]
     else:
-        xp = te.compute((n, padded, cgb, pair), lambda nn, p, g, k:
-                        value(nn, p, g * pair + k), name="x_pack")
+        def pack(nn, p, g, k):  # TIR's if_then_else reads x only where the test holds
+            ch = g * pair + k
+            return tirx.if_then_else(tirx.all(p < plane, ch < c),
+                                     _activation(x[nn, p // w, p % w, ch], x_zp, isa),
+                                     _padding(x_zp, isa))
+
+        xp = te.compute((n, padded, cgb, pair), pack, name="x_pack")
 
         def read(nn, p, rc, rk):
             return xp[nn, p, rc, rk]

@@ -27,6 +27,7 @@ int64 accumulator, requantized by TFLite's int64 ``MultiplyByQuantizedMultiplier
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -216,16 +217,28 @@ def _output_value(a: dict[str, Any], kind: str, accumulator: str):
 CHANNELS_LAST_PLANE = 28  # the largest input plane side run channels-last (docs/build.md)
 
 
-def channels_last_form(call: Any) -> str | None:
-    """``"pointwise"`` or ``"depthwise"`` where this conv runs channels-last when the layout
-    pass (``canonqnn.layout``) asks, on the current target; else None. Where it was measured
-    faster than the NCHW forms (docs/benchmarks.md, AVX512-VNNI): int8 in and out, constant
-    weights and int32 bias, an input plane of at most ``CHANNELS_LAST_PLANE`` a side, and
-    either a 1x1 conv at stride 1 without padding or groups (``_dot.te_nhwc_pointwise``)
-    or a depthwise conv whose channels fill whole vectors and whose ``w - w_zp`` fits int8
-    (``_dot.te_nhwc_depthwise``)."""
+@dataclass(frozen=True)
+class ChannelsLast:
+    """How a conv runs channels-last (``channels_last_form``): ``form`` ``"pointwise"`` or
+    ``"depthwise"``, the ISA, the weights packed for its kernel and the corrected int32 bias."""
+
+    form: str
+    isa: dot_isa.DotISA
+    weights: np.ndarray
+    bias: np.ndarray
+
+
+def channels_last_form(call: Any) -> ChannelsLast | None:
+    """How this conv runs channels-last when the layout pass (``canonqnn.layout``) asks, on
+    the current target, or None. Where it was measured faster than the NCHW forms
+    (docs/benchmarks.md, AVX512-VNNI): int8 in and out, constant weights and int32 bias, an
+    input plane of at most ``CHANNELS_LAST_PLANE`` a side, and either a 1x1 conv at stride 1
+    without padding or groups (``_dot.te_nhwc_pointwise``; weights ``pack_conv_weights``) or
+    a depthwise conv whose channels fill whole vectors (``_dot.te_nhwc_depthwise``; weights
+    ``depthwise_weights`` laid out ``[KH, KW/4, C, 4]``), the packing exact (``w - w_zp``
+    inside int8, the corrected bias inside int32)."""
     a = _tvm.attrs_dict(call)
-    x, w, bias = call.args[:3]
+    x, w, bias, _, w_zp = call.args
     has_feature = _tvm.current_target_features()
     isa = dot_isa.isa_for(has_feature) if has_feature is not None else None
     if (isa is None or isa.name not in dot_isa.CHANNELS_LAST_ISAS
@@ -237,62 +250,38 @@ def channels_last_form(call: Any) -> str | None:
     o, _, kh, kw = _tvm.shape_of(w)
     if max(h, wd) > CHANNELS_LAST_PLANE:
         return None
+    weights, wzp, b = _tvm.const_value(w), _tvm.const_value(w_zp), _tvm.const_value(bias)
     if (kh == kw == 1 and a["groups"] == 1 and tuple(a["strides"]) == (1, 1)
-            and not any(a["padding"]) and _channels_last_weights(a, call) is not None):
-        return "pointwise"
-    if (a["groups"] == c == o > 1 and c % isa.lanes == 0
-            and _channels_last_depthwise_weights(a, call) is not None):
-        return "depthwise"
+            and not any(a["padding"])):
+        found = _dot.packed_weights_for(weights, wzp, a["x_zp"], isa, b)
+        return None if found is None else ChannelsLast("pointwise", isa, found[0].packed,
+                                                       found[1])
+    if a["groups"] == c == o > 1 and c % isa.lanes == 0:
+        found = _dot.with_corrected_bias(_dot.depthwise_weights(weights, wzp, a["x_zp"], isa),
+                                         b)
+        return None if found is None else ChannelsLast(
+            "depthwise", isa, np.ascontiguousarray(found[0].packed.transpose(1, 2, 0, 3)),
+            found[1])
     return None
 
 
-def _channels_last_weights(a: dict[str, Any], call: Any):
-    """``(isa, PackedWeights, corrected bias)`` of a pointwise conv's channels-last form
-    (output channels in lanes), or None where that packing would not be exact."""
-    isa = dot_isa.isa_for(_tvm.current_target_features())
-    found = _dot.packed_weights_for(_tvm.const_value(call.args[1]),
-                                    _tvm.const_value(call.args[4]), a["x_zp"], isa,
-                                    _tvm.const_value(call.args[2]))
-    return None if found is None else (isa, *found)
-
-
-def _channels_last_depthwise_weights(a: dict[str, Any], call: Any):
-    """``(isa, weights [KH, KW/4, C, 4], corrected bias)`` of a depthwise conv's channels-last
-    form (``_dot.te_nhwc_depthwise``), or None where ``w - w_zp`` leaves int8 or the
-    corrected bias int32."""
-    isa = dot_isa.isa_for(_tvm.current_target_features())
-    if isa.pair != 4:
-        return None
-    found = _dot.with_corrected_bias(
-        _dot.depthwise_weights(_tvm.const_value(call.args[1]), _tvm.const_value(call.args[4]),
-                               a["x_zp"], isa), _tvm.const_value(call.args[2]))
-    if found is None:
-        return None
-    weights, corrected = found
-    return isa, np.ascontiguousarray(weights.packed.transpose(1, 2, 0, 3)), corrected
-
-
-def legalize_channels_last(bb: Any, call: Any, x: Any, form: str, nchw_input: bool) -> Any:
-    """The conv ``call`` (``channels_last_form`` names ``form``) computed from ``x``, its
-    input as NHWC (or NCHW, ``nchw_input``: a 1x1 conv's only), into an NHWC output: the
-    bound variable of the kernel ``bb`` emits."""
+def legalize_channels_last(bb: Any, call: Any, x: Any, how: ChannelsLast,
+                           nchw_input: bool) -> Any:
+    """The conv ``call`` run as ``how`` (``channels_last_form``) from ``x``, its input as NHWC
+    (or NCHW, ``nchw_input``: a 1x1 conv's only), into an NHWC output: the bound variable of
+    the kernel ``bb`` emits."""
     a = _tvm.attrs_dict(call)
-    _, w, bias, w_scale, w_zp = call.args
+    w, w_scale = call.args[1], call.args[3]
     o, _, kh, kw = _tvm.shape_of(w)
-    n, _, _, _ = _tvm.shape_of(x)
+    n = _tvm.shape_of(x)[0]
     _, _, h, wd = _tvm.shape_of(call.args[0])
     oh, ow = out_hw(h, wd, kh, kw, a)
     kind, table = requant_multipliers(a, _tvm.const_value(w_scale), o)
     output = _output_value(a, kind, "int32")
-    if form == "pointwise":
-        isa, weights, corrected = _channels_last_weights(a, call)
-        weights_const = _tvm.const(weights.packed, isa.weight_dtype)
-    else:
-        isa, packed, corrected = _channels_last_depthwise_weights(a, call)
-        weights_const = _tvm.const(packed, isa.weight_dtype)
+    isa = how.isa
 
     def compute(x, wp, bias, mult):
-        if form == "depthwise":
+        if how.form == "depthwise":
             acc = _dot.te_nhwc_depthwise(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
                                          a["padding"], (oh, ow), (kh, kw))
             return te.compute((n, oh, ow, o), lambda nn, i, j, oo: output(
@@ -306,8 +295,8 @@ def legalize_channels_last(bb: Any, call: Any, x: Any, form: str, nchw_input: bo
         return te.compute((n, oh, ow, o), lambda nn, i, j, oo: pixels[nn, i * ow + j, oo],
                           name="requant")
 
-    return bb.emit(bb.call_te(compute, x, weights_const,
-                              _tvm.const(np.asarray(corrected, np.int32), "int32"),
+    return bb.emit(bb.call_te(compute, x, _tvm.const(how.weights, isa.weight_dtype),
+                              _tvm.const(np.asarray(how.bias, np.int32), "int32"),
                               _tvm.const(table, str(table.dtype)),
                               primfunc_name_hint="canonqnn_conv2d_nhwc"))
 
