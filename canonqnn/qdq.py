@@ -132,8 +132,8 @@ class QdqCall:
     source_tensor: str | None = None
 
 
-# Parsed calls of the running ``reading_once`` scope, keyed by the call (TVM objects hash and
-# compare by identity; the dict keeps them alive, so no address is reused meanwhile).
+# Parsed calls of the running ``reading_once`` scope, keyed by ``_tvm.identity`` of the call
+# (each entry keeps its call alive, so no address is reused meanwhile).
 _READS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("qdq_reads", default=None)
 
 
@@ -155,13 +155,15 @@ def _read(call: Any, op: str) -> QdqCall | None:
     reads = _READS.get()
     if reads is None:
         return _parse(call, op)
-    if call not in reads:
-        reads[call] = _parse(call, op)
-    return reads[call]
+    key = _tvm.identity(call)
+    read = reads.get(key)
+    if read is None:
+        read = reads[key] = (call, _parse(call, op))  # (the call kept alive: module doc)
+    return read[1]
 
 
 def _parse(call: Any, op: str) -> QdqCall | None:
-    data, scale, zp = call.args
+    data, scale, zp = _tvm.items(call.args)
     if not (_tvm.is_const(scale) and _tvm.is_const(zp)):
         return None
     dtype = str(_tvm.attr(call, "out_dtype")) if op == QUANTIZE else _tvm.dtype_of(data)

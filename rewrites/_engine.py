@@ -172,6 +172,7 @@ class Context:
                  profile: numerics.Profile) -> None:
         self._mutator = mutator
         self._uses = uses
+        self._values: dict[int, tuple[Any, Any]] = {}
         self.binding_var: Any = None  # the variable whose value is being rewritten
         self.root: Any = None  # the call being rewritten (a rule's root)
         # The model's format ("onnx", "tflite"), from the interface the frontend recorded:
@@ -194,11 +195,16 @@ class Context:
 
     def value(self, expr: Any) -> Any:
         """The expression bound to ``expr`` if it is a variable bound in this function."""
-        if isinstance(expr, relax.Var):
+        if not isinstance(expr, relax.Var):
+            return expr
+        # A variable's binding does not change during a walk, and rules ask for the same few
+        # many times: remembered (with the variable, kept alive: ``_tvm.identity``).
+        key = _tvm.identity(expr)
+        known = self._values.get(key)
+        if known is None:
             bound = self._mutator.lookup_binding(expr)
-            if bound is not None:
-                return bound
-        return expr
+            known = self._values[key] = (expr, expr if bound is None else bound)
+        return known[1]
 
     def call(self, expr: Any, *ops: str) -> Any:
         """The call bound to ``expr`` when it invokes one of ``ops``, else None."""
@@ -207,10 +213,10 @@ class Context:
 
     def uses(self, var: Any) -> int:
         """How many bindings (and the function result) read ``var``."""
-        return self._uses[var]
+        return self._uses[_tvm.identity(var)]
 
     def single_use(self, expr: Any) -> bool:
-        return not isinstance(expr, relax.Var) or self._uses[expr] <= 1
+        return not isinstance(expr, relax.Var) or self._uses[_tvm.identity(expr)] <= 1
 
     def emit(self, expr: Any) -> Any:
         return self._mutator.builder_.emit(expr)
@@ -257,33 +263,37 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
 
 
 def count_uses(func: Any) -> Counter:
+    """Reads of each variable of ``func`` (keyed by ``_tvm.identity``; ``func`` keeps them
+    alive)."""
     uses: Counter = Counter()
-    for block in func.body.blocks:
-        for binding in block.bindings:
+    key = _tvm.identity
+    for block in _tvm.items(func.body.blocks):
+        for binding in _tvm.items(block.bindings):
             value = binding.value
-            used = [value] if isinstance(value, relax.Var) else relax.analysis.free_vars(value)
-            for var in used:
-                uses[var] += 1
-    for var in relax.analysis.free_vars(func.body.body):
-        uses[var] += 1
+            if isinstance(value, relax.Var):
+                uses[key(value)] += 1
+            else:
+                uses.update(key(var) for var in _tvm.items(relax.analysis.free_vars(value)))
+    uses.update(key(var) for var in _tvm.items(relax.analysis.free_vars(func.body.body)))
     return uses
 
 
 def remove_dead_bindings(func: Any) -> Any:
     """Drop unused dataflow bindings in one reverse walk (linear, unlike remove_all_unused)."""
-    seq = func.body
-    live = set(relax.analysis.free_vars(seq.body))
+    seq, key = func.body, _tvm.identity
+    live = {key(var) for var in _tvm.items(relax.analysis.free_vars(seq.body))}
     blocks = []
-    for block in reversed(list(seq.blocks)):
+    for block in reversed(_tvm.items(seq.blocks)):
         kept = []
-        for binding in reversed(list(block.bindings)):
-            dead = isinstance(binding.var, relax.DataflowVar) and binding.var not in live
-            if isinstance(block, relax.DataflowBlock) and dead:
+        dataflow = isinstance(block, relax.DataflowBlock)
+        for binding in reversed(_tvm.items(block.bindings)):
+            var = binding.var
+            if dataflow and isinstance(var, relax.DataflowVar) and key(var) not in live:
                 continue
             kept.append(binding)
             value = binding.value
-            live.update([value] if isinstance(value, relax.Var)
-                        else relax.analysis.free_vars(value))
+            live.update([key(value)] if isinstance(value, relax.Var)
+                        else map(key, _tvm.items(relax.analysis.free_vars(value))))
         blocks.append(type(block)(kept[::-1]))
     new = relax.Function(func.params, relax.SeqExpr(blocks[::-1], seq.body), func.ret_ty,
                          func.is_pure, func.attrs)
@@ -341,7 +351,7 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     mod = numerics.record(_tvm.copy_module(mod), profile)
     report.numerics = profile.name
     uses: dict[Any, Counter] = {}
-    with reading_once():
+    with reading_once(), _tvm.sharing_constants():
         for phase in phases:
             for _ in range(MAX_ITERATIONS):
                 mod, fired = _run_phase(mod, phase, report, declines, misses, source,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from canonqnn import _tvm
 from canonqnn._tvm import relax
 
 from .._context import ImportContext, Unsupported, Value, onnx_op
@@ -51,9 +52,8 @@ def conv(ctx: ImportContext, x: Value, w: Value, b: Value | None, attrs: dict,
     if attrs.get("kernel_shape", [kh, kw]) != [kh, kw]:
         raise Unsupported("kernel_shape disagrees with the weight shape")
     pads = padding(attrs, (h, wd), (kh, kw), strides, dilations)
-    y = ctx.emit(relax.op.nn.conv2d(ctx.expr(x), ctx.expr(w), strides=strides, padding=pads,
-                                    dilation=dilations, groups=int(attrs.get("group", 1)),
-                                    out_dtype=out_dtype))
+    y = ctx.emit(_tvm.conv2d(ctx.expr(x), ctx.expr(w), strides, pads, dilations,
+                             int(attrs.get("group", 1)), out_dtype))
     if b is not None:
         y = ctx.emit(relax.op.add(y, ctx.emit(relax.op.reshape(ctx.expr(b), (1, o, 1, 1)))))
     return Value(expr=y, onnx_dtype=out_dtype or "float32")

@@ -120,9 +120,7 @@ def _conv(ctx, op, inputs, outputs, depthwise: bool):
     strides = (opts.StrideH(), opts.StrideW())
     dilation = (opts.DilationHFactor(), opts.DilationWFactor())
     pads = padding_2d(_padding(opts), (h, wd), (kh, kw), strides, dilation)
-    y = ctx.emit(relax.op.nn.conv2d(ctx.dq(x), wq, strides=strides, padding=pads,
-                                    dilation=dilation, groups=groups, data_layout="NCHW",
-                                    kernel_layout="OIHW", out_dtype="float32"))
+    y = ctx.emit(_tvm.conv2d(ctx.dq(x), wq, strides, pads, dilation, groups, "float32"))
     bias = _bias(ctx, b, x.qparams, w_qp, o, (1, o, 1, 1))
     if bias is not None:
         y = ctx.emit(relax.op.add(y, bias))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from canonqnn import _tvm
 from canonqnn._tvm import relax
 
 from ..._base import hard_swish
@@ -44,8 +45,8 @@ def conv2d(ctx: ImportContext, node, args):
     if x.padded is not None:
         x, extra = x.padded
         pads = [p + e for p, e in zip(pads, extra)]
-    y = ctx.emit(relax.op.nn.conv2d(ctx.expr(x), ctx.expr(w), strides=_pair(stride),
-                                    padding=pads, dilation=_pair(dilation), groups=int(groups)))
+    y = ctx.emit(_tvm.conv2d(ctx.expr(x), ctx.expr(w), _pair(stride), pads, _pair(dilation),
+                             int(groups)))
     if b is not None:
         bias = ctx.emit(relax.op.reshape(ctx.expr(b), (1, ctx.shape(w)[0], 1, 1)))
         y = ctx.emit(relax.op.add(y, bias))
