@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import functools
 import os
 import sys
@@ -75,8 +76,25 @@ def dtype_of(expr: Any) -> str:
     return str(expr.ty.dtype)
 
 
+def ndim_of(expr: Any) -> int:
+    """The rank of a tensor expression (known even where its shape is symbolic)."""
+    return int(expr.ty.ndim)
+
+
 def shape_of(expr: Any) -> tuple[int, ...]:
-    """Static shape of a tensor expression; raises ``ValueError`` when it is symbolic."""
+    """Static shape of a tensor expression; raises ``ValueError`` when it is symbolic. Within
+    ``conversion_caches`` each expression's shape is read once (a type never changes)."""
+    caches = _CACHES.get()
+    if caches is None:
+        return _read_shape(expr)
+    key = identity(expr)
+    known = caches.shapes.get(key)
+    if known is None:
+        known = caches.shapes[key] = (expr, _read_shape(expr))  # (expr kept: ``identity``)
+    return known[1]
+
+
+def _read_shape(expr: Any) -> tuple[int, ...]:
     shape = expr.ty.shape
     if shape is None:
         raise ValueError("tensor has no known shape")
@@ -131,37 +149,46 @@ def const_value(expr: Any) -> np.ndarray:
 
 
 def const(value: Any, dtype: str | None = None) -> Any:
-    """A Relax constant of ``value``; within ``sharing_constants``, one object for every small
-    constant of the same dtype, shape and bytes (module doc of ``sharing_constants``)."""
+    """A Relax constant of ``value``; within ``conversion_caches``, one object for every small
+    constant of the same dtype, shape and bytes."""
     arr = np.asarray(value, dtype=dtype) if dtype else np.asarray(value)
-    shared = _SHARED.get()
-    if shared is None or arr.size > SHARED_CONST_MAX:
+    caches = _CACHES.get()
+    if caches is None or arr.size > SHARED_CONST_MAX:
         return relax.const(_tensor_of(arr), str(arr.dtype))
     key = (arr.dtype.str, arr.shape, arr.tobytes())
-    constant = shared.get(key)
+    constant = caches.constants.get(key)
     if constant is None:
-        constant = shared[key] = relax.const(_tensor_of(arr), str(arr.dtype))
+        constant = caches.constants[key] = relax.const(_tensor_of(arr), str(arr.dtype))
     return constant
 
 
 SHARED_CONST_MAX = 64  # elements: scales, zero points, small biases; never weights
-_SHARED: contextvars.ContextVar[dict | None] = contextvars.ContextVar("shared_constants",
-                                                                     default=None)
+
+
+@dataclasses.dataclass
+class _Caches:
+    constants: dict = dataclasses.field(default_factory=dict)  # (dtype, shape, bytes) -> const
+    shapes: dict = dataclasses.field(default_factory=dict)  # identity -> (expr, shape)
+
+
+_CACHES: contextvars.ContextVar[_Caches | None] = contextvars.ContextVar("conversion_caches",
+                                                                        default=None)
 
 
 @contextlib.contextmanager
-def sharing_constants() -> Any:
-    """Within the scope, equal small constants made by ``const`` are one object. A quantized
-    graph repeats the same few scales and zero points in every quantize, dequantize and
-    canonical op: shared, the module holds (and its JSON writes) each once, and each is
-    allocated once. Constants are immutable, so sharing them changes no value. Nested scopes
-    share the outer one's."""
-    token = _SHARED.set({}) if _SHARED.get() is None else None
+def conversion_caches() -> Any:
+    """The scope of one import or canonicalization (nested scopes use the outer one's).
+    Within it, equal small constants made by ``const`` are one object: a quantized graph
+    repeats the same few scales and zero points in every quantize, dequantize and canonical
+    op; shared, the module holds (and its JSON writes) each once, allocated once. Constants are
+    immutable, so sharing them changes no value. And ``shape_of`` reads each expression's
+    type once: converters and rules ask for the same shapes many times."""
+    token = _CACHES.set(_Caches()) if _CACHES.get() is None else None
     try:
         yield
     finally:
         if token is not None:
-            _SHARED.reset(token)
+            _CACHES.reset(token)
 
 
 _ALLOC = tvm.runtime._ffi_api.TVMTensorAllocWithScope  # what tvm.runtime.empty calls
@@ -196,8 +223,8 @@ def attrs_dict(call: Any) -> dict[str, Any]:
     attrs = call.attrs
     if attrs is None:
         return {}
-    if hasattr(attrs, "keys"):  # DictAttrs (canonical ops)
-        return {str(key): _to_python(attrs[key]) for key in attrs.keys()}
+    if hasattr(attrs, "keys"):  # DictAttrs (canonical ops): its map, read once
+        return {str(key): _to_python(value) for key, value in attrs.items()}
     return {name: _to_python(getattr(attrs, name)) for name in _attr_fields(type(attrs))}
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,8 +96,14 @@ def _with_facts(call: Any, source_dtype: str, source_op: str | None = None,
 
 
 def _facts(call: Any) -> dict[str, str]:
+    """The facts ``call`` carries (a dict the caller must not change)."""
     note = _tvm.note_of(call) or ""
-    return json.loads(note[len(FACTS):]) if note.startswith(FACTS) else {}
+    return _parse_facts(note) if note.startswith(FACTS) else {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_facts(note: str) -> dict[str, str]:
+    return json.loads(note[len(FACTS):])
 
 
 def carry_facts(root: Any, result: Any) -> Any:
@@ -167,14 +174,28 @@ def _parse(call: Any, op: str) -> QdqCall | None:
     if not (_tvm.is_const(scale) and _tvm.is_const(zp)):
         return None
     dtype = str(_tvm.attr(call, "out_dtype")) if op == QUANTIZE else _tvm.dtype_of(data)
+    qp = _qparams(scale, zp, _tvm.attr(call, "axis"), data, dtype)
+    facts = _facts(call)
+    return QdqCall(data, qp, facts.get("dtype", "int8"), facts.get("op"), facts.get("tensor"))
+
+
+def _qparams(scale: Any, zp: Any, axis: int, data: Any, dtype: str) -> QParams:
+    """The parameters of constant ``scale`` and ``zp`` along ``axis`` of ``data``; within
+    ``reading_once``, read once for every call sharing the same constants (they are shared
+    within ``_tvm.conversion_caches``)."""
+    reads = _READS.get()
+    key = (_tvm.identity(scale), _tvm.identity(zp), axis, _tvm.ndim_of(data), dtype)
+    known = reads.get(key) if reads is not None else None
+    if known is not None:
+        return known[2]
     scale_v, zp_v = _tvm.const_value(scale), _tvm.const_value(zp)
     if scale_v.size == 1 and zp_v.size == 1:
         qp = QParams.make(scale_v, zp_v, None, dtype)
     else:
-        axis = _tvm.attr(call, "axis") % max(len(_tvm.shape_of(data)), 1)
-        qp = QParams.make(scale_v, zp_v, axis, dtype)
-    facts = _facts(call)
-    return QdqCall(data, qp, facts.get("dtype", "int8"), facts.get("op"), facts.get("tensor"))
+        qp = QParams.make(scale_v, zp_v, axis % max(len(_tvm.shape_of(data)), 1), dtype)
+    if reads is not None:
+        reads[key] = (scale, zp, qp)  # (the constants kept alive: ``_tvm.identity``)
+    return qp
 
 
 def read_dequantize(call: Any) -> QdqCall | None:

@@ -68,6 +68,10 @@ class Rule:
     rewrite: Callable[[Context, Any], Any]
     doc: str = ""
     phase: str = ""  # one of PHASE_ORDER
+    # The rule can only find its pattern in a function that calls one of these ops (its
+    # anchor, e.g. relax.nn.conv2d): a walk skips it elsewhere. Empty: no such op; None: the
+    # ``needs`` of the first step, if it says (``unary_step``).
+    needs: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.phase not in PHASE_ORDER:
@@ -75,6 +79,8 @@ class Rule:
                              f"{', '.join(PHASE_ORDER)}")
         if not isinstance(self.match, tuple) or not self.match:
             raise ValueError(f"rule {self.name}: match must be a non-empty tuple of steps")
+        if self.needs is None:
+            object.__setattr__(self, "needs", tuple(getattr(self.match[0], "needs", ())))
 
     def attempt(self, ctx: Context, call: Any) -> tuple[Any, str | None]:
         """``(result, step)``: the rewritten expression, a ``Decline`` or None (not the
@@ -262,20 +268,22 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         return call
 
 
-def count_uses(func: Any) -> Counter:
-    """Reads of each variable of ``func`` (keyed by ``_tvm.identity``; ``func`` keeps them
-    alive)."""
+def _survey(func: Any) -> tuple[Counter, frozenset[str]]:
+    """The reads of each variable of ``func`` (keyed by ``_tvm.identity``; ``func`` keeps
+    them alive) and the names of the ops ``func`` calls, in one pass."""
     uses: Counter = Counter()
+    ops: set[str] = set()
     key = _tvm.identity
     for block in _tvm.items(func.body.blocks):
         for binding in _tvm.items(block.bindings):
             value = binding.value
             if isinstance(value, relax.Var):
                 uses[key(value)] += 1
-            else:
-                uses.update(key(var) for var in _tvm.items(relax.analysis.free_vars(value)))
+                continue
+            ops.add(_tvm.op_name(value) or "")
+            uses.update(key(var) for var in _tvm.items(relax.analysis.free_vars(value)))
     uses.update(key(var) for var in _tvm.items(relax.analysis.free_vars(func.body.body)))
-    return uses
+    return uses, frozenset(ops)
 
 
 def remove_dead_bindings(func: Any) -> Any:
@@ -302,20 +310,25 @@ def remove_dead_bindings(func: Any) -> Any:
 
 def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: dict,
                source: str, profile: numerics.Profile,
-               uses: dict[Any, Counter]) -> tuple[Any, int]:
-    """One walk of ``phase`` over every function; ``uses`` caches the use counts of functions
-    a walk left unchanged (counting them is a walk of its own)."""
-    rules: dict[str, list[Rule]] = {}
-    for rule in phase.rules:
-        rules.setdefault(rule.root, []).append(rule)
+               surveys: dict[Any, tuple[Counter, frozenset[str]]]) -> tuple[Any, int]:
+    """One walk of ``phase`` over every function; ``surveys`` caches the use counts and ops
+    of functions a walk left unchanged (surveying them is a walk of its own). A function
+    calling none of the ops the phase's rules start from or need is not walked."""
     fired = 0
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
-        if func not in uses:
-            uses.clear()  # (only the newest version of a function is read again)
-            uses[func] = count_uses(func)
-        mutator = _PhaseMutator(mod, rules, uses[func], source, profile)
+        if func not in surveys:
+            surveys.clear()  # (only the newest version of a function is read again)
+            surveys[func] = _survey(func)
+        uses, ops = surveys[func]
+        rules: dict[str, list[Rule]] = {}
+        for rule in phase.rules:
+            if rule.root in ops and (not rule.needs or not ops.isdisjoint(rule.needs)):
+                rules.setdefault(rule.root, []).append(rule)
+        if not rules:
+            continue
+        mutator = _PhaseMutator(mod, rules, uses, source, profile)
         try:
             new = mutator.visit_expr(func)
         finally:
@@ -350,12 +363,12 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     profile = _resolve_profile(mod, source if io is not None else "relax", profile)
     mod = numerics.record(_tvm.copy_module(mod), profile)
     report.numerics = profile.name
-    uses: dict[Any, Counter] = {}
-    with reading_once(), _tvm.sharing_constants():
+    surveys: dict[Any, tuple[Counter, frozenset[str]]] = {}
+    with reading_once(), _tvm.conversion_caches():
         for phase in phases:
             for _ in range(MAX_ITERATIONS):
                 mod, fired = _run_phase(mod, phase, report, declines, misses, source,
-                                        profile, uses)
+                                        profile, surveys)
                 if not fired:
                     break
     _collect(mod, report, declines, misses)

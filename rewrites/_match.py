@@ -189,6 +189,7 @@ def unary_step(op: str, *, activation: bool = True, int16: bool = False,
     def step(ctx: Context, call: Any) -> UnaryChain | Decline | None:
         return unary_chain(ctx, call, op, activation=activation, int16=int16)
     step.__name__ = name or f"{op.rsplit('.', 1)[-1]}_chain"
+    step.needs = (op,)  # (Rule.needs: no pattern where nothing calls ``op``)
     return step
 
 

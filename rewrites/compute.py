@@ -119,7 +119,8 @@ def _split_bias(ctx: Context, expr: Any, *ops: str):
     """``(core, bias_expr)`` for ``add(core, bias)`` where core is a call to one of ``ops``."""
     add = ctx.call(expr, ADD)
     if add is not None and ctx.single_use(expr):
-        for core, other in ((add.args[0], add.args[1]), (add.args[1], add.args[0])):
+        lhs, rhs = _tvm.items(add.args)
+        for core, other in ((lhs, rhs), (rhs, lhs)):
             if ctx.call(core, *ops) is not None:
                 return core, other
     return expr, None
@@ -489,17 +490,19 @@ def build_matmul(ctx: Context, m: Matmul):
 
 RULES = (
     Rule("conv2d", QUANTIZE, (conv2d_chain, conv2d_checks), build_conv2d,
-         "q(act(conv2d(dq x, dq w) + dq b)) -> canonqnn.conv2d", phase="compute"),
+         "q(act(conv2d(dq x, dq w) + dq b)) -> canonqnn.conv2d", phase="compute",
+         needs=(CONV2D,)),
     Rule("conv2d_transpose", QUANTIZE, (conv_transpose_chain, conv_transpose_checks),
          build_conv_transpose,
          "q(act(conv{1,2}d_transpose(dq x, dq w) + b)) -> canonqnn.conv2d_transpose",
-         phase="compute"),
+         phase="compute", needs=(CONV2D_T, CONV1D_T)),
     Rule("matmul", QUANTIZE, (matmul_chain, matmul_checks), build_matmul,
-         "q(act(matmul(dq a, dq b) * alpha + dq b)) -> canonqnn.matmul", phase="compute"),
+         "q(act(matmul(dq a, dq b) * alpha + dq b)) -> canonqnn.matmul", phase="compute",
+         needs=(MATMUL,)),
     Rule("conv2d_integer", ASTYPE, (conv2d_chain, conv2d_checks), build_conv2d,
          "astype(conv2d(dq x, dq w), int32) -> canonqnn.conv2d (int32 accumulator)",
-         phase="compute"),
+         phase="compute", needs=(CONV2D,)),
     Rule("matmul_integer", ASTYPE, (matmul_chain, matmul_checks), build_matmul,
          "astype(matmul(dq a, dq b), int32) -> canonqnn.matmul (int32 accumulator)",
-         phase="compute"),
+         phase="compute", needs=(MATMUL,)),
 )

@@ -103,7 +103,8 @@ class DynamicProduct:
 
 def dynamic_product(ctx: Context, call: Any):
     at = ctx.binding_var  # the root multiply's variable: where the report names the island
-    for accumulator, scales in (call.args, call.args[::-1]):
+    args = _tvm.items(call.args)
+    for accumulator, scales in (args, args[::-1]):
         widened = ctx.call(accumulator, ASTYPE)
         if widened is None or _tvm.dtype_of(widened) != "float32":
             continue
@@ -165,7 +166,7 @@ def build_dynamic_result(ctx: Context, m: DynamicResult):
 RULES = (
     Rule("dynamic_product", MULTIPLY, (dynamic_product,), build_dynamic_product,
          "multiply(astype(matmul|conv2d(q - zp, W - W_zp), f32), scale * w_scale) -> "
-         "canonqnn.dynamic_matmul | dynamic_conv2d", phase="compute"),
+         "canonqnn.dynamic_matmul | dynamic_conv2d", phase="compute", needs=(ASTYPE,)),
     Rule("dynamic_quantize", ASTYPE, (dynamic_result,), build_dynamic_result,
          "DynamicQuantizeLinear q / zero point -> canonqnn.dynamic_quantize | "
          "dynamic_zero_point", phase="dynamic_results"),

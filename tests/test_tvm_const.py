@@ -45,3 +45,31 @@ def test_constants_keep_no_numpy_buffer_alive():
         tracemalloc.stop()
     assert sum(s.size for s in numpy_alive.statistics("filename")) == 0
     assert all(np.array_equal(_tvm.const_value(c), v) for c, v in zip(consts, values))
+
+
+def test_const_value_is_a_copy_the_caller_may_change():
+    c = _tvm.const(np.arange(4, dtype=np.int32))
+    got = _tvm.const_value(c)
+    got[...] = 7
+    np.testing.assert_array_equal(_tvm.const_value(c), np.arange(4, dtype=np.int32))
+
+
+def test_equal_small_constants_are_one_object_within_a_conversion():
+    with _tvm.conversion_caches():
+        a = _tvm.const(np.float32(0.05))
+        assert _tvm.const(np.asarray(0.05, np.float32)) is a
+        assert _tvm.const(np.float32(0.06)) is not a  # another value
+        assert _tvm.const(np.asarray([0.05], np.float32)) is not a  # another shape
+        assert _tvm.const(np.float64(0.05)) is not a  # another dtype
+        with _tvm.conversion_caches():  # a nested scope shares the outer one's
+            assert _tvm.const(np.float32(0.05)) is a
+        big = np.zeros(_tvm.SHARED_CONST_MAX + 1, np.int8)
+        assert _tvm.const(big) is not _tvm.const(big)  # weights are never shared
+    assert _tvm.const(np.float32(0.05)) is not a  # outside a conversion: a new constant
+
+
+def test_shapes_read_within_a_conversion_are_the_expressions_own():
+    x = _tvm.Var("x", _tvm.tensor_type((2, 3), "float32"))
+    y = _tvm.Var("y", _tvm.tensor_type((4,), "int8"))
+    with _tvm.conversion_caches():
+        assert [_tvm.shape_of(x), _tvm.shape_of(y), _tvm.shape_of(x)] == [(2, 3), (4,), (2, 3)]

@@ -8,6 +8,7 @@ and ``canonqnn ops`` prints this registry.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -79,6 +80,15 @@ class CanonicalOp:
             raise ValueError(f"{self.relax_name}: empty activation range "
                              f"[{attrs['act_min']}, {attrs['act_max']}]")
         for name, value in attrs.items():
+            kind = type(value)
+            if kind is str or kind is bool:
+                continue
+            if kind is int or kind is float:  # (the common case, without numpy)
+                if kind is float and not math.isfinite(value):
+                    raise ValueError(f"{self.relax_name}: attribute {name} is not finite")
+                if name.endswith(("scale", "scales")) and not value > 0:
+                    raise ValueError(f"{self.relax_name}: scale {name} is not positive")
+                continue
             numbers = np.asarray(value) if isinstance(value, (int, float, list, tuple, np.ndarray,
                                                                np.number)) else None
             if numbers is None or numbers.dtype.kind not in "iuf":

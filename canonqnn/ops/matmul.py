@@ -70,9 +70,9 @@ def out_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, 
 
 
 def _infer(call: Any) -> Any:
-    a = _tvm.attrs_dict(call)
-    shape = out_shape(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
-    return _tvm.tensor_type(shape, a["out_dtype"])
+    a, b = _tvm.items(call.args)[:2]
+    return _tvm.tensor_type(out_shape(_tvm.shape_of(a), _tvm.shape_of(b)),
+                            _tvm.attr(call, "out_dtype"))
 
 
 def multiplier(a: dict[str, Any], b_scale: np.ndarray, n: int) -> np.ndarray:

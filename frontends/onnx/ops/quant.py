@@ -30,6 +30,19 @@ def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | No
     when absent, as ONNX specifies). ``float16_scale`` accepts float16 scales, converted to
     float32 (exactly), for ops whose arithmetic onnxruntime runs in float32 anyway.
     """
+    key = (id(scale), id(zero_point), axis, rank, dtype, float16_scale)
+    known = ctx.qparams_read.get(key)
+    if known is not None:  # a Q/DQ pair reads the same initializers
+        return known[2]
+    qp = _read_qparams(ctx, scale, zero_point, axis=axis, rank=rank, dtype=dtype, what=what,
+                       float16_scale=float16_scale)
+    ctx.qparams_read[key] = (scale, zero_point, qp)  # (the values kept: their ids stay theirs)
+    return qp
+
+
+def _read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | None, *,
+                  axis: int, rank: int, dtype: str | None, what: str,
+                  float16_scale: bool) -> QParams:
     s = ctx.constant(scale, f"{what} scale")
     if s.dtype == np.float16 and float16_scale:
         s = s.astype(np.float32)
