@@ -169,6 +169,14 @@ SHARED_CONST_MAX = 64  # elements: scales, zero points, small biases; never weig
 class _Caches:
     constants: dict = dataclasses.field(default_factory=dict)  # (dtype, shape, bytes) -> const
     shapes: dict = dataclasses.field(default_factory=dict)  # identity -> (expr, shape)
+    memo: dict = dataclasses.field(default_factory=dict)  # conversion_memo()
+
+
+def conversion_memo() -> dict | None:
+    """A dict that lives as long as the running ``conversion_caches`` scope (None outside
+    one), for what other modules compute once per conversion."""
+    caches = _CACHES.get()
+    return None if caches is None else caches.memo
 
 
 _CACHES: contextvars.ContextVar[_Caches | None] = contextvars.ContextVar("conversion_caches",
@@ -298,8 +306,13 @@ def with_note(call: Any, note: str) -> Any:
     """``call`` carrying ``note`` in its span (the span's source name). A span is the call's
     own metadata: JSON serialization, common-subexpression elimination, constant folding and
     binding canonicalization keep it (measured, TVM 0.27); printing to TVMScript drops it."""
-    span = tvm.ir.Span(tvm.ir.SourceName(note), 0, 0, 0, 0)
-    return relax.Call(call.op, list(call.args), call.attrs, call.ty_args, span=span)
+    return relax.Call(call.op, items(call.args), call.attrs, call.ty_args, span=_span(note))
+
+
+@functools.lru_cache(maxsize=4096)
+def _span(note: str) -> Any:
+    """One span per note (immutable, so calls share it: a canonical op carries its quantize's)."""
+    return tvm.ir.Span(tvm.ir.SourceName(note), 0, 0, 0, 0)
 
 
 def note_of(call: Any) -> str | None:

@@ -42,11 +42,17 @@ FACTS = "canonqnn.facts:"  # the span note's prefix
 
 
 def _qparam_consts(qp: QParams) -> tuple[Any, Any]:
+    memo = _tvm.conversion_memo()  # (a frontend reads one QParams for a Q/DQ pair)
+    known = memo.get(("qparam_consts", id(qp))) if memo is not None else None
+    if known is not None:
+        return known[1]
     if qp.dtype not in ("int8", "int16", "int32"):
         raise InvalidQuantizationError(f"{qp.dtype} tensors must be normalized to "
                                        f"{SIGNED.get(qp.dtype, ('int8',))[0]} first")
     scale = _tvm.const(check_scale(qp.scale, "quantization"), "float32")
     zp = _tvm.const(qp.zero_point.astype(qp.dtype), qp.dtype)
+    if memo is not None:
+        memo[("qparam_consts", id(qp))] = (qp, (scale, zp))  # (qp kept: its id stays its own)
     return scale, zp
 
 
