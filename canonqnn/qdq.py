@@ -188,7 +188,7 @@ def _parse(call: Any, op: str) -> QdqCall | None:
 def _qparams(scale: Any, zp: Any, axis: int, data: Any, dtype: str) -> QParams:
     """The parameters of constant ``scale`` and ``zp`` along ``axis`` of ``data``; within
     ``reading_once``, read once for every call sharing the same constants (they are shared
-    within ``_tvm.conversion_caches``)."""
+    within ``_tvm.converting``)."""
     reads = _READS.get()
     key = (_tvm.identity(scale), _tvm.identity(zp), axis, _tvm.ndim_of(data), dtype)
     known = reads.get(key) if reads is not None else None

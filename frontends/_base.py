@@ -116,7 +116,7 @@ def import_function(source: Source, bb: Any, inputs: Sequence[TensorInfo],
     params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
     failure: CanonqnnError | None = None
     out_infos: list[TensorInfo] = []
-    with bb.function("main", params), _tvm.conversion_caches():
+    with bb.function("main", params), _tvm.converting():
         with bb.dataflow():
             bind_inputs(params)
             try:

@@ -364,7 +364,7 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     mod = numerics.record(_tvm.copy_module(mod), profile)
     report.numerics = profile.name
     surveys: dict[Any, tuple[Counter, frozenset[str]]] = {}
-    with reading_once(), _tvm.conversion_caches():
+    with reading_once(), _tvm.converting():
         for phase in phases:
             for _ in range(MAX_ITERATIONS):
                 mod, fired = _run_phase(mod, phase, report, declines, misses, source,

@@ -161,22 +161,25 @@ def _evaluate(source: str, graph: _Graph, values: np.ndarray, rank: int) -> np.n
     memo = {leaf: values.reshape((-1,) + (1,) * rank) for leaf in graph.leaves}
     memo.update({var: tables.dequantize(source, _tvm.const_value(parsed.operand), parsed.qparams)
                  for var, parsed in graph.consts.items()})
+    return _value_of(graph.root, source, graph, memo, rank)
 
-    def value_of(expr: Any):
-        if _tvm.is_const(expr):
-            return _tvm.const_value(expr)
-        if not _tvm.is_tensor(expr):
-            return _tvm.scalar_arg(expr)
-        if expr not in memo:
-            call = graph.ops[expr]
-            attrs = _tvm.attrs_dict(call)
-            if "axis" in attrs:
-                attrs["axis"] = int(attrs["axis"]) % rank - rank
-            memo[expr] = tables.evaluate(source, _tvm.op_name(call),
-                                         [value_of(a) for a in call.args], attrs)
-        return memo[expr]
 
-    return value_of(graph.root)
+def _value_of(expr: Any, source: str, graph: _Graph, memo: dict, rank: int):
+    # (a function of the module: a nested one calling itself would be a reference cycle,
+    # garbage only the cyclic collector frees - which a conversion pauses)
+    if _tvm.is_const(expr):
+        return _tvm.const_value(expr)
+    if not _tvm.is_tensor(expr):
+        return _tvm.scalar_arg(expr)
+    if expr not in memo:
+        call = graph.ops[expr]
+        attrs = _tvm.attrs_dict(call)
+        if "axis" in attrs:
+            attrs["axis"] = int(attrs["axis"]) % rank - rank
+        memo[expr] = tables.evaluate(source, _tvm.op_name(call),
+                                     [_value_of(a, source, graph, memo, rank)
+                                      for a in call.args], attrs)
+    return memo[expr]
 
 
 def _describe(graph: _Graph, expr: Any) -> str:

@@ -1,5 +1,6 @@
 """``_tvm.const``: a copy of the value in a tensor TVM allocates (64-byte aligned, as its own
-allocations are), with no numpy array kept alive beside it."""
+allocations are), with no numpy array kept alive beside it; within ``_tvm.converting``, small
+constants shared, shapes read once, the cyclic collector paused and no cycle left for it."""
 
 from __future__ import annotations
 
@@ -55,13 +56,13 @@ def test_const_value_is_a_copy_the_caller_may_change():
 
 
 def test_equal_small_constants_are_one_object_within_a_conversion():
-    with _tvm.conversion_caches():
+    with _tvm.converting():
         a = _tvm.const(np.float32(0.05))
         assert _tvm.const(np.asarray(0.05, np.float32)) is a
         assert _tvm.const(np.float32(0.06)) is not a  # another value
         assert _tvm.const(np.asarray([0.05], np.float32)) is not a  # another shape
         assert _tvm.const(np.float64(0.05)) is not a  # another dtype
-        with _tvm.conversion_caches():  # a nested scope shares the outer one's
+        with _tvm.converting():  # a nested scope shares the outer one's
             assert _tvm.const(np.float32(0.05)) is a
         big = np.zeros(_tvm.SHARED_CONST_MAX + 1, np.int8)
         assert _tvm.const(big) is not _tvm.const(big)  # weights are never shared
@@ -71,5 +72,22 @@ def test_equal_small_constants_are_one_object_within_a_conversion():
 def test_shapes_read_within_a_conversion_are_the_expressions_own():
     x = _tvm.Var("x", _tvm.tensor_type((2, 3), "float32"))
     y = _tvm.Var("y", _tvm.tensor_type((4,), "int8"))
-    with _tvm.conversion_caches():
+    with _tvm.converting():
         assert [_tvm.shape_of(x), _tvm.shape_of(y), _tvm.shape_of(x)] == [(2, 3), (4,), (2, 3)]
+
+
+def test_a_conversion_pauses_the_cyclic_collector_and_leaves_no_cycles():
+    import gc
+
+    import canonqnn
+    from canonqnn.testing import onnx_models as models
+
+    model = models.quantize(models.mobilenet_v3_like(), fmt="qdq", activation="u8",
+                            per_channel=True)  # lookup tables (hard swish, sigmoid), convs
+    gc.collect()
+    with _tvm.converting():
+        assert not gc.isenabled()
+        canonqnn.canonicalize(canonqnn.load(model))
+        cycles = gc.collect()  # (an explicit collection runs while paused)
+    assert gc.isenabled()
+    assert cycles == 0
