@@ -128,7 +128,16 @@ def identity(obj: Any) -> int:
 
 
 def tensor_type(shape: Sequence[int], dtype: str) -> Any:
-    return relax.TensorType([int(d) for d in shape], dtype)
+    """The tensor type of static ``shape`` and ``dtype``; within ``converting``, one object
+    for each (a module's JSON then holds each type once: types were most of its nodes)."""
+    dims = tuple(int(d) for d in shape)
+    caches = _CACHES.get()
+    if caches is None:
+        return relax.TensorType(list(dims), dtype)
+    known = caches.types.get((dims, dtype))
+    if known is None:
+        known = caches.types[(dims, dtype)] = relax.TensorType(list(dims), dtype)
+    return known
 
 
 def is_var(expr: Any) -> bool:
@@ -155,12 +164,21 @@ def const(value: Any, dtype: str | None = None) -> Any:
     arr = np.asarray(value, dtype=dtype) if dtype else np.asarray(value)
     caches = _CACHES.get()
     if caches is None or arr.size > SHARED_CONST_MAX:
-        return relax.const(_tensor_of(arr), str(arr.dtype))
+        return _make_const(arr)
     key = (arr.dtype.str, arr.shape, arr.tobytes())
     constant = caches.constants.get(key)
     if constant is None:
-        constant = caches.constants[key] = relax.const(_tensor_of(arr), str(arr.dtype))
+        constant = caches.constants[key] = _make_const(arr)
     return constant
+
+
+_MAKE_CONST = relax.expr._ffi_api.MakeTensorConst  # what relax.const calls
+
+
+def _make_const(arr: np.ndarray) -> Any:
+    # The type given (TVM does not check it: it is the array's own), so that constants of one
+    # shape and dtype share it (``tensor_type``).
+    return _MAKE_CONST(_tensor_of(arr), tensor_type(arr.shape, arr.dtype.name), None)
 
 
 SHARED_CONST_MAX = 64  # elements: scales, zero points, small biases; never weights
@@ -170,6 +188,7 @@ SHARED_CONST_MAX = 64  # elements: scales, zero points, small biases; never weig
 class _Caches:
     constants: dict = dataclasses.field(default_factory=dict)  # (dtype, shape, bytes) -> const
     shapes: dict = dataclasses.field(default_factory=dict)  # identity -> (expr, shape)
+    types: dict = dataclasses.field(default_factory=dict)  # (shape, dtype) -> tensor type
     memo: dict = dataclasses.field(default_factory=dict)  # conversion_memo()
 
 
@@ -191,8 +210,10 @@ def converting() -> Any:
     Within it, equal small constants made by ``const`` are one object: a quantized graph
     repeats the same few scales and zero points in every quantize, dequantize and canonical
     op; shared, the module holds (and its JSON writes) each once, allocated once. Constants are
-    immutable, so sharing them changes no value. ``shape_of`` reads each expression's type
-    once: converters and rules ask for the same shapes many times. And Python's cyclic garbage
+    immutable, so sharing them changes no value. Tensor types are one object for each shape
+    and dtype (``tensor_type``): the JSON of a module holds each once (types were half of its
+    nodes). ``shape_of`` reads each expression's type once: converters and rules ask for the
+    same shapes many times. And Python's cyclic garbage
     collector is paused (in every thread; resumed, if it ran, when the scope ends): a
     conversion keeps many small objects until it ends (parsed parameters, these caches), which
     the collector rescanned again and again - 15-19 % of importing or canonicalizing a
@@ -320,7 +341,10 @@ def with_note(call: Any, note: str) -> Any:
     """``call`` carrying ``note`` in its span (the span's source name). A span is the call's
     own metadata: JSON serialization, common-subexpression elimination, constant folding and
     binding canonicalization keep it (measured, TVM 0.27); printing to TVMScript drops it."""
-    return relax.Call(call.op, items(call.args), call.attrs, call.ty_args, span=_span(note))
+    noted = relax.Call(call.op, items(call.args), call.attrs, call.ty_args, span=_span(note))
+    if isinstance(call.ty, relax.TensorType):  # a type already set stays (``_typed_like``)
+        relax.expr._update_type(noted, call.ty)
+    return noted
 
 
 @functools.lru_cache(maxsize=4096)
@@ -352,11 +376,29 @@ def op_by_name(name: str) -> Any:
 
 # ---------------------------------------------------------------- relax ops used by writers
 def quantize(x: Any, scale: Any, zero_point: Any, axis: int, out_dtype: str) -> Any:
-    return relax.op.quantize(x, scale, zero_point, axis=axis, out_dtype=out_dtype)
+    return _typed_like(relax.op.quantize(x, scale, zero_point, axis=axis, out_dtype=out_dtype),
+                       x, scale, axis, out_dtype)
 
 
 def dequantize(q: Any, scale: Any, zero_point: Any, axis: int) -> Any:
-    return relax.op.dequantize(q, scale, zero_point, axis=axis, out_dtype="float32")
+    return _typed_like(relax.op.dequantize(q, scale, zero_point, axis=axis, out_dtype="float32"),
+                       q, scale, axis, "float32")
+
+
+def _typed_like(call: Any, x: Any, scale: Any, axis: int, dtype: str) -> Any:
+    """``call`` (a quantize or dequantize of ``x``) with its result type set: ``x``'s static
+    shape, ``dtype`` - shared within ``converting`` (``tensor_type``), which TVM's inference
+    would not share. Left to TVM's inference (and its errors) unless the shape is static and
+    the scales are one, or one along ``axis``."""
+    try:
+        shape = shape_of(x)
+        scales = shape_of(scale)
+    except (AttributeError, ValueError):
+        return call
+    if scales not in ((), (1,)) and not (0 <= axis < len(shape) and scales == (shape[axis],)):
+        return call
+    relax.expr._update_type(call, tensor_type(shape, dtype))
+    return call
 
 
 def astype(x: Any, dtype: str) -> Any:
@@ -411,7 +453,7 @@ def conv2d(x: Any, w: Any, strides: Sequence[int], padding: Sequence[int],
     if groups < 1 or c != i * groups or o % groups or out_h < 1 or out_w < 1 or \
             dtype != dtype_of(w):
         return call
-    relax.expr._update_type(call, relax.TensorType([n, o, out_h, out_w], out_dtype or dtype))
+    relax.expr._update_type(call, tensor_type((n, o, out_h, out_w), out_dtype or dtype))
     return call
 
 
