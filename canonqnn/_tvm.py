@@ -442,16 +442,15 @@ def conv2d(x: Any, w: Any, strides: Sequence[int], padding: Sequence[int],
     try:
         n, c, h, wd = shape_of(x)
         o, i, kh, kw = shape_of(w)
-        dtype = dtype_of(x)
-    except (AttributeError, ValueError, TypeError):
+        dtype, w_dtype = dtype_of(x), dtype_of(w)
+        (sh, sw), (dh, dw) = strides, dilation
+        top, left, bottom, right = padding
+    except (AttributeError, ValueError, TypeError):  # symbolic, untyped, other forms
         return call
-    sh, sw = strides
-    dh, dw = dilation
-    top, left, bottom, right = padding
     out_h = (h + top + bottom - dh * (kh - 1) - 1) // sh + 1
     out_w = (wd + left + right - dw * (kw - 1) - 1) // sw + 1
     if groups < 1 or c != i * groups or o % groups or out_h < 1 or out_w < 1 or \
-            dtype != dtype_of(w):
+            dtype != w_dtype:
         return call
     relax.expr._update_type(call, tensor_type((n, o, out_h, out_w), out_dtype or dtype))
     return call

@@ -99,3 +99,9 @@ def test_types_are_one_object_per_shape_and_dtype_within_a_conversion():
                            (1, 1), (0, 0, 0, 0), (1, 1), 1, "int32").ty.same_as(
             _tvm.tensor_type((1, 2, 2, 2), "int32"))
     assert _tvm.tensor_type((2, 3), "int8") is not a
+
+
+def test_padding_in_another_form_is_left_to_tvm():
+    call = _tvm.conv2d(_var("x", (1, 4, 8, 8)), _var("w", (4, 4, 3, 3)), (1, 1), (1, 1), (1, 1), 1)
+    assert not isinstance(call.ty, _tvm.relax.TensorType)
+    assert [int(d) for d in _tvm.BlockBuilder().normalize(call).ty.shape.values] == [1, 4, 8, 8]
