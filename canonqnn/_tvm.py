@@ -176,9 +176,12 @@ _MAKE_CONST = relax.expr._ffi_api.MakeTensorConst  # what relax.const calls
 
 
 def _make_const(arr: np.ndarray) -> Any:
-    # The type given (TVM does not check it: it is the array's own), so that constants of one
-    # shape and dtype share it (``tensor_type``).
-    return _MAKE_CONST(_tensor_of(arr), tensor_type(arr.shape, arr.dtype.name), None)
+    # The type given, so that constants of one shape and dtype share it (``tensor_type``).
+    # TVM does not check it against the data: it is the tensor's own shape (a 0-d bool array
+    # becomes a [1] tensor through ``tvm.runtime.tensor``).
+    tensor = _tensor_of(arr)
+    shape = arr.shape if arr.ndim else tuple(tensor.shape)
+    return _MAKE_CONST(tensor, tensor_type(shape, arr.dtype.name), None)
 
 
 SHARED_CONST_MAX = 64  # elements: scales, zero points, small biases; never weights

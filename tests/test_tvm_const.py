@@ -4,6 +4,7 @@ constants shared, shapes read once, the cyclic collector paused and no cycle lef
 
 from __future__ import annotations
 
+import contextlib
 import tracemalloc
 
 import numpy as np
@@ -91,3 +92,12 @@ def test_a_conversion_pauses_the_cyclic_collector_and_leaves_no_cycles():
         cycles = gc.collect()  # (an explicit collection runs while paused)
     assert gc.isenabled()
     assert cycles == 0
+
+
+@pytest.mark.parametrize("value", [*VALUES, np.array(True), np.asarray(np.int8(3))],
+                         ids=lambda v: f"{v.dtype.str}{list(v.shape)}")
+def test_a_constants_type_is_the_shape_of_its_data(value):
+    for scope in (contextlib.nullcontext(), _tvm.converting()):
+        with scope:
+            c = _tvm.const(value)
+            assert _tvm.shape_of(c) == _tvm.const_value(c).shape == tuple(c.value.shape)
