@@ -86,13 +86,7 @@ def shape_of(expr: Any) -> tuple[int, ...]:
     """Static shape of a tensor expression; raises ``ValueError`` when it is symbolic. Within
     ``converting`` each expression's shape is read once (a type never changes)."""
     caches = _CACHES.get()
-    if caches is None:
-        return _read_shape(expr)
-    key = identity(expr)
-    known = caches.shapes.get(key)
-    if known is None:
-        known = caches.shapes[key] = (expr, _read_shape(expr))  # (expr kept: ``identity``)
-    return known[1]
+    return _read_shape(expr) if caches is None else remembered(caches.shapes, expr, _read_shape)
 
 
 def _read_shape(expr: Any) -> tuple[int, ...]:
@@ -123,8 +117,18 @@ def identity(obj: Any) -> int:
     """A key for a TVM object in a Python dict, equal for every Python handle of the same
     object. Dicts keyed by the objects themselves compare keys through ``Expr.__eq__``, which
     reads the expression's type through the FFI (about 2 us a lookup). A dict keyed by it must
-    keep ``obj`` alive (an address is reused once the object is freed)."""
+    keep ``obj`` alive (an address is reused once the object is freed): ``remembered``."""
     return obj.__chandle__()
+
+
+def remembered(table: dict, obj: Any, compute: Callable[[Any], Any]) -> Any:
+    """``compute(obj)``, computed once for each TVM object while ``table`` lives (keyed by
+    ``identity``; the entry keeps ``obj`` alive, so its key stays its own)."""
+    key = identity(obj)
+    known = table.get(key)
+    if known is None:
+        known = table[key] = (obj, compute(obj))
+    return known[1]
 
 
 def tensor_type(shape: Sequence[int], dtype: str) -> Any:
@@ -190,14 +194,15 @@ SHARED_CONST_MAX = 64  # elements: scales, zero points, small biases; never weig
 @dataclasses.dataclass
 class _Caches:
     constants: dict = dataclasses.field(default_factory=dict)  # (dtype, shape, bytes) -> const
-    shapes: dict = dataclasses.field(default_factory=dict)  # identity -> (expr, shape)
+    shapes: dict = dataclasses.field(default_factory=dict)  # remembered(): expr -> shape
     types: dict = dataclasses.field(default_factory=dict)  # (shape, dtype) -> tensor type
     memo: dict = dataclasses.field(default_factory=dict)  # conversion_memo()
 
 
 def conversion_memo() -> dict | None:
-    """A dict that lives as long as the running ``converting`` scope (None outside
-    one), for what other modules compute once per conversion."""
+    """A dict that lives as long as the running ``converting`` scope (None outside one), for
+    what other modules compute once per conversion (parsed quantize/dequantize calls and
+    their parameters: ``qdq``; parameters read from ONNX initializers)."""
     caches = _CACHES.get()
     return None if caches is None else caches.memo
 

@@ -22,11 +22,8 @@ table keyed by variable names.
 
 from __future__ import annotations
 
-import contextlib
-import contextvars
 import functools
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,34 +142,16 @@ class QdqCall:
     source_tensor: str | None = None
 
 
-# Parsed calls of the running ``reading_once`` scope, keyed by ``_tvm.identity`` of the call
-# (each entry keeps its call alive, so no address is reused meanwhile).
-_READS: contextvars.ContextVar[dict | None] = contextvars.ContextVar("qdq_reads", default=None)
-
-
-@contextlib.contextmanager
-def reading_once() -> Iterator[None]:
-    """Parse each quantize/dequantize once within the scope: a canonicalization run reads the
-    same calls in every rule and phase that looks at them, and converting their constants to
-    numpy dominated its time."""
-    token = _READS.set({})
-    try:
-        yield
-    finally:
-        _READS.reset(token)
-
-
 def _read(call: Any, op: str) -> QdqCall | None:
     if _tvm.op_name(call) != op:
         return None
-    reads = _READS.get()
-    if reads is None:
+    # Within a conversion each call is parsed once: a canonicalization reads the same calls in
+    # every rule and phase that looks at them, and converting their constants to numpy
+    # dominated its time.
+    memo = _tvm.conversion_memo()
+    if memo is None:
         return _parse(call, op)
-    key = _tvm.identity(call)
-    read = reads.get(key)
-    if read is None:
-        read = reads[key] = (call, _parse(call, op))  # (the call kept alive: module doc)
-    return read[1]
+    return _tvm.remembered(memo, call, lambda c: _parse(c, op))
 
 
 def _parse(call: Any, op: str) -> QdqCall | None:
@@ -186,12 +165,12 @@ def _parse(call: Any, op: str) -> QdqCall | None:
 
 
 def _qparams(scale: Any, zp: Any, axis: int, data: Any, dtype: str) -> QParams:
-    """The parameters of constant ``scale`` and ``zp`` along ``axis`` of ``data``; within
-    ``reading_once``, read once for every call sharing the same constants (they are shared
-    within ``_tvm.converting``)."""
-    reads = _READS.get()
-    key = (_tvm.identity(scale), _tvm.identity(zp), axis, _tvm.ndim_of(data), dtype)
-    known = reads.get(key) if reads is not None else None
+    """The parameters of constant ``scale`` and ``zp`` along ``axis`` of ``data``; within a
+    conversion, read once for every call sharing the same constants (``_tvm.converting``
+    shares equal constants)."""
+    memo = _tvm.conversion_memo()
+    key = ("qparams", _tvm.identity(scale), _tvm.identity(zp), axis, _tvm.ndim_of(data), dtype)
+    known = memo.get(key) if memo is not None else None
     if known is not None:
         return known[2]
     scale_v, zp_v = _tvm.const_value(scale), _tvm.const_value(zp)
@@ -199,8 +178,8 @@ def _qparams(scale: Any, zp: Any, axis: int, data: Any, dtype: str) -> QParams:
         qp = QParams.make(scale_v, zp_v, None, dtype)
     else:
         qp = QParams.make(scale_v, zp_v, axis % max(len(_tvm.shape_of(data)), 1), dtype)
-    if reads is not None:
-        reads[key] = (scale, zp, qp)  # (the constants kept alive: ``_tvm.identity``)
+    if memo is not None:
+        memo[key] = (scale, zp, qp)  # (the constants kept alive: ``_tvm.identity``)
     return qp
 
 

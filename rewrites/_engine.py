@@ -19,7 +19,7 @@ from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of, reading_once
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of
 
 MAX_ITERATIONS = 8
 
@@ -178,7 +178,7 @@ class Context:
                  profile: numerics.Profile) -> None:
         self._mutator = mutator
         self._uses = uses
-        self._values: dict[int, tuple[Any, Any]] = {}
+        self._values: dict[int, tuple[Any, Any]] = {}  # _tvm.remembered: var -> its value
         self.binding_var: Any = None  # the variable whose value is being rewritten
         self.root: Any = None  # the call being rewritten (a rule's root)
         # The model's format ("onnx", "tflite"), from the interface the frontend recorded:
@@ -204,13 +204,12 @@ class Context:
         if not isinstance(expr, relax.Var):
             return expr
         # A variable's binding does not change during a walk, and rules ask for the same few
-        # many times: remembered (with the variable, kept alive: ``_tvm.identity``).
-        key = _tvm.identity(expr)
-        known = self._values.get(key)
-        if known is None:
-            bound = self._mutator.lookup_binding(expr)
-            known = self._values[key] = (expr, expr if bound is None else bound)
-        return known[1]
+        # many times.
+        return _tvm.remembered(self._values, expr, self._bound_value)
+
+    def _bound_value(self, var: Any) -> Any:
+        bound = self._mutator.lookup_binding(var)
+        return var if bound is None else bound
 
     def call(self, expr: Any, *ops: str) -> Any:
         """The call bound to ``expr`` when it invokes one of ``ops``, else None."""
@@ -364,7 +363,7 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     mod = numerics.record(_tvm.copy_module(mod), profile)
     report.numerics = profile.name
     surveys: dict[Any, tuple[Counter, frozenset[str]]] = {}
-    with reading_once(), _tvm.converting():
+    with _tvm.converting():
         for phase in phases:
             for _ in range(MAX_ITERATIONS):
                 mod, fired = _run_phase(mod, phase, report, declines, misses, source,

@@ -84,8 +84,6 @@ class ImportContext(BaseContext):
         super().__init__(bb)
         self.opset = opset
         self.node_output = ""  # name of the ONNX tensor the current node produces
-        # (scale, zero point, axis, rank, dtype, float16) -> parameters read (quant.read_qparams)
-        self.qparams_read: dict[tuple, tuple] = {}
 
     # -------------------------------------------------------------- emitting
     def value(self, expr: Any, onnx_dtype: str = "float32", qparams: QParams | None = None):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from canonqnn import qdq
+from canonqnn import _tvm, qdq
 from canonqnn.errors import InvalidModelError, InvalidQuantizationError
 from canonqnn.qparams import SIGNED, QParams, as_signed, check_scale
 
@@ -30,13 +30,15 @@ def read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | No
     when absent, as ONNX specifies). ``float16_scale`` accepts float16 scales, converted to
     float32 (exactly), for ops whose arithmetic onnxruntime runs in float32 anyway.
     """
-    key = (id(scale), id(zero_point), axis, rank, dtype, float16_scale)
-    known = ctx.qparams_read.get(key)
-    if known is not None:  # a Q/DQ pair reads the same initializers
+    memo = _tvm.conversion_memo()  # (a Q/DQ pair reads the same initializers)
+    key = ("onnx_qparams", id(scale), id(zero_point), axis, rank, dtype, float16_scale)
+    known = memo.get(key) if memo is not None else None
+    if known is not None:
         return known[2]
     qp = _read_qparams(ctx, scale, zero_point, axis=axis, rank=rank, dtype=dtype, what=what,
                        float16_scale=float16_scale)
-    ctx.qparams_read[key] = (scale, zero_point, qp)  # (the values kept: their ids stay theirs)
+    if memo is not None:
+        memo[key] = (scale, zero_point, qp)  # (the values kept: their ids stay theirs)
     return qp
 
 
