@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm, isolated, source_runtimes
+from . import _tvm, budget, isolated, source_runtimes
 from .builder import build, inspect_kernels, load_built
-from .errors import CanonqnnError, InvalidModelError, ParityError
+from .errors import CanonqnnError, InvalidModelError, ParityError, first_line
 from .io import ModelIO, checked_inputs, module_io, random_inputs  # noqa: F401  (public here too)
+from .io import nonfinite_inputs
 from .numerics import get as get_profile
 
 
@@ -67,7 +68,9 @@ def load(model: Any, **options: Any) -> Any:
         if options:
             raise CanonqnnError(f"options {sorted(options)} apply to models, not to a saved "
                                 "canonical module: convert the model again with them")
-        return load_module(model)
+        mod = load_module(model)
+        budget.check_module(mod, os.fspath(model))
+        return mod
     if is_torch_program(model):
         if options:
             raise CanonqnnError(f"options {sorted(options)} apply to ONNX and TFLite models, "
@@ -86,8 +89,10 @@ def load(model: Any, **options: Any) -> Any:
 
 
 def save_module(mod: Any, path: str | os.PathLike) -> None:
-    with open(path, "w") as f:
-        f.write(_tvm.save_json(mod))
+    """Write ``mod`` to ``path`` whole or not at all (``io.write_file``)."""
+    from .io import write_file
+
+    write_file(path, _tvm.save_json(mod))
 
 
 def load_module(path: str | os.PathLike) -> Any:
@@ -97,7 +102,7 @@ def load_module(path: str | os.PathLike) -> Any:
 
     try:
         with open(path, encoding="utf-8") as f:
-            mod = _tvm.load_json(f.read())
+            mod = _tvm.load_json(f.read(), root_type="ir.IRModule")
     except FileNotFoundError:
         raise InvalidModelError(f"{path}: no such file") from None
     except Exception as exc:  # noqa: BLE001
@@ -116,7 +121,14 @@ def canonical_module(model: Any, **options: Any) -> Any:
         return mod
     from .rewrites import canonicalize
 
-    return canonicalize(mod)[0]
+    mod = canonicalize(mod)[0]
+    budget.check_module(mod, _source_name(model))
+    return mod
+
+
+def _source_name(model: Any) -> str:
+    """How a refusal names ``model``: its path, or nothing for one given in memory."""
+    return os.fspath(model) if isinstance(model, (str, os.PathLike)) else ""
 
 
 def inspect_built(model: Any, target: Any = None, **options: Any):
@@ -176,6 +188,11 @@ class ParityResult:
         if "numerics" in self.extra:
             lines.append(f"numerics: {self.extra['numerics']} (this host's runtime: "
                          f"{self.extra['runtime_numerics']})")
+        if "nonfinite_inputs" in self.extra:
+            lines.append("inputs holding NaN or infinity (given, not made by canonqnn; runtimes "
+                         "may quantize them differently): " + ", ".join(
+                             f"{name}: {n['nan']} NaN, {n['inf']} inf"
+                             for name, n in self.extra["nonfinite_inputs"].items()))
         if "numerics_differences" in self.extra:
             lines.append("  the module was converted for other numerics than the runtime's: "
                          "values may differ where")
@@ -203,30 +220,86 @@ class ParityResult:
 def ort_session(model: Any, threads: int | None = None) -> tuple[Any, str]:
     """An onnxruntime CPU session of ``model`` in this process, as parity runs it
     (``source_runtimes.ort_session``), and its description."""
+    return source_runtimes.ort_session(_oracle_model(model).SerializeToString(), threads)
+
+
+def _oracle_model(model: Any) -> Any:
+    """A copy of ``model`` as onnxruntime gets it: IR 10 at most (the newest it runs), and with
+    the data of its tensors stored in external files read into it from the model's folder
+    (``_external_data``): given bytes, onnxruntime would read them from the working
+    directory, where a file of the same name may hold other values."""
+    import onnx
+
     from .frontends.onnx import read_model
 
-    return source_runtimes.ort_session(_ir10(read_model(model)[0]).SerializeToString(), threads)
+    proto, folder = read_model(model)
+    copy = onnx.ModelProto()
+    copy.CopyFrom(proto)
+    copy.ir_version = min(copy.ir_version, 10)
+    _external_data(copy, folder)
+    return copy
 
 
-def _ir10(proto: Any) -> Any:
-    if proto.ir_version > 10:
-        import onnx
+def _stored_tensors(proto: Any) -> list[Any]:
+    """Every tensor of ``proto`` that may hold data: initializers and tensor attributes, in
+    subgraphs and functions too, and sparse initializers."""
+    from onnx.external_data_helper import _get_all_tensors  # the walk onnx.load uses
 
-        copy = onnx.ModelProto()
-        copy.CopyFrom(proto)
-        copy.ir_version = 10
-        return copy
-    return proto
+    sparse = [t for s in proto.graph.sparse_initializer for t in (s.values, s.indices)]
+    return [*_get_all_tensors(proto), *sparse]
+
+
+def _external_data(proto: Any, folder: str) -> None:
+    """Read the data of ``proto``'s tensors stored in external files into it. Their files must
+    be regular files inside ``folder`` (the model's): a relative path that stays there after
+    ``..`` and symbolic links are resolved. Refusals name the tensor (``InvalidModelError``)."""
+    from onnx.external_data_helper import (ExternalDataInfo, load_external_data_for_tensor,
+                                           uses_external_data)
+
+    for tensor in _stored_tensors(proto):
+        if not uses_external_data(tensor):
+            continue
+        where = f"tensor {tensor.name!r}: its data file"
+        if not folder:
+            raise InvalidModelError(f"{where} cannot be found: the model was given in memory, "
+                                    "not by its path (load it with its data, or give its path)")
+        location = ExternalDataInfo(tensor).location
+        root = os.path.realpath(folder)
+        resolved = os.path.realpath(os.path.join(root, location.replace("\0", "")))
+        if not location or "\0" in location or os.path.isabs(location) or \
+                os.path.commonpath([root, resolved]) != root:
+            raise InvalidModelError(f"{where} {location!r} is not inside the model's folder "
+                                    f"{folder!r}")
+        if not os.path.isfile(resolved):
+            raise InvalidModelError(f"{where} {location!r} is not a file in {folder!r}")
+        try:
+            load_external_data_for_tensor(tensor, root)
+        except Exception as exc:  # noqa: BLE001  (onnx's own checks: ValidationError, ...)
+            raise InvalidModelError(f"{where} {location!r} cannot be read: "
+                                    f"{first_line(exc)}") from None
 
 
 def _compare(name: str, ref: np.ndarray, got: np.ndarray, lsb: float | None) -> tuple[int, float]:
     if ref.shape != got.shape:
         raise ParityError(f"output {name!r}: shape {got.shape} differs from the source "
                           f"runtime's {ref.shape}")
-    diff = np.abs(ref.astype(np.float64) - got.astype(np.float64))
-    if lsb:
-        diff = diff / lsb
-    return int(np.sum(ref == got)), float(diff.max()) if diff.size else 0.0
+    ref, got = ref.reshape(-1), got.reshape(-1)
+    same, worst = 0, [0.0]
+    # in chunks: float64 copies of whole outputs (exact for every int32 and float32 value)
+    # would hold 16 bytes per element of each output at once
+    for start in range(0, ref.size, _COMPARE_CHUNK):
+        a, b = ref[start:start + _COMPARE_CHUNK], got[start:start + _COMPARE_CHUNK]
+        equal = (a == b) | (np.isnan(a) & np.isnan(b))  # NaN where both have NaN is the same
+        with np.errstate(invalid="ignore"):  # inf - inf: where equal, set to 0 below
+            diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        diff[equal] = 0.0
+        same += int(np.count_nonzero(equal))
+        worst.append(float(np.nan_to_num(diff, nan=np.inf).max()))  # NaN against a number
+    largest = float(np.max(worst))
+    return same, largest / lsb if lsb else largest
+
+
+_COMPARE_CHUNK = 1 << 20
 
 
 @dataclass
@@ -271,10 +344,7 @@ def expose_onnx_tensors(model: Any, names: list[str]) -> tuple[Any, list[str]]:
     onnxruntime returns graph outputs only."""
     import onnx
 
-    from .frontends.onnx import read_model
-
-    proto = onnx.ModelProto()
-    proto.CopyFrom(_ir10(read_model(model)[0]))
+    proto = _oracle_model(model)
     inferred = onnx.shape_inference.infer_shapes(proto)
     typed = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output,
                                  *inferred.graph.input)}
@@ -286,7 +356,15 @@ def expose_onnx_tensors(model: Any, names: list[str]) -> tuple[Any, list[str]]:
 
 def ort_runtime(proto: Any, names: list[str], threads: int | None = None) -> SourceRuntime:
     """onnxruntime (``source_runtimes.ort_session``) on ``proto`` (IR <= 10, with ``names`` among
-    its graph outputs: ``expose_onnx_tensors``) in a child process."""
+    its graph outputs and its external data read in: ``expose_onnx_tensors``) in a child
+    process."""
+    from onnx.external_data_helper import uses_external_data
+
+    for tensor in _stored_tensors(proto):
+        if uses_external_data(tensor):  # onnxruntime would look for it in the working directory
+            raise ParityError(f"tensor {tensor.name!r} of the model given to onnxruntime keeps "
+                              "its data in an external file: read it in first "
+                              "(expose_onnx_tensors)")
     child = isolated.Child("onnxruntime", source_runtimes.onnxruntime_runner,
                            proto.SerializeToString(), names, threads)
     try:
@@ -436,21 +514,24 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
 
     options = {k: v for k, v in (("input_shapes", input_shapes), ("outputs", outputs)) if v}
     mod, report = canonicalize(load(model, **options), numerics=numerics)
+    estimate = budget.check_module(mod, _source_name(model))
     io = module_io(mod)
     if io is None:
         raise CanonqnnError("module has no recorded interface")
     module_profile = get_profile(report.numerics)
     if not io.outputs:
         raise CanonqnnError("the model has no outputs: parity would compare nothing")
-    if inputs is None:
-        if runs < 1:
-            raise CanonqnnError(f"parity needs at least one run, not {runs}")
+    given = None if inputs is None else [inputs] if isinstance(inputs, dict) else list(inputs)
+    if given is None and runs < 1:
+        raise CanonqnnError(f"parity needs at least one run, not {runs}")
+    if given is not None and not given:
+        raise CanonqnnError("parity needs at least one input, not an empty list")
+    budget.check_parity(io, estimate, len(given) if given is not None else runs,
+                        {"tflite": 3, "torch": 2}.get(io.source, 1))
+    if given is None:
         feeds = [random_inputs(io, seed + i) for i in range(runs)]
     else:
-        feeds = [inputs] if isinstance(inputs, dict) else list(inputs)
-        if not feeds:
-            raise CanonqnnError("parity needs at least one input, not an empty list")
-        feeds = [checked_inputs(io, feed) for feed in feeds]  # the runtimes see the same data
+        feeds = [checked_inputs(io, feed) for feed in given]  # the runtimes see the same data
     # onnxruntime with the profile's thread count, on which its float ReduceMean order depends
     if io.source == "tflite":
         runtimes = tflite_runtimes(model, io)
@@ -472,6 +553,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
              "outputs": [o.__dict__ for o in outs] if r.run is not None else []}
             for r, outs in zip(runtimes[1:], per_runtime[1:])]
     extra: dict[str, Any] = {"numerics": report.numerics}
+    if nonfinite := nonfinite_inputs(feeds):
+        extra["nonfinite_inputs"] = nonfinite
     runtime_profile = probe.source_profile(io.source)
     extra["runtime_numerics"] = runtime_profile.name
     if module_profile.name != runtime_profile.name:

@@ -15,10 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from . import _tvm, dot_isa, integrity, layout, numerics, schedule
+from . import _tvm, budget, dot_isa, integrity, layout, numerics, schedule
 from . import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from .errors import CanonqnnError, VerificationError, first_line
-from .io import IO_FUNCTION, ModelIO, checked_inputs, interface
+from .io import IO_FUNCTION, ModelIO, checked_inputs, interface, replacing
 from .kernels import LUT_KERNEL, KernelReport, from_fused_module
 
 KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
@@ -44,6 +44,7 @@ class Built:
         if self._foreign:
             raise CanonqnnError(f"this build for {self.target} uses instructions this host's "
                                 f"CPU lacks ({', '.join(self._foreign)}): it cannot run here")
+        budget.check_run(self.io, self.kernels)  # before inputs are converted or outputs made
         if self._vm is None:
             self._vm = _tvm.virtual_machine(self.module)
         feed = checked_inputs(self.io, inputs)
@@ -65,11 +66,14 @@ class Built:
             raise CanonqnnError(f"cannot write the library {path}: this build is {arch} code, "
                                 f"which this host cannot link; write it as a .tar of object "
                                 f"files (the {arch} machine links it when it loads it)")
-        try:
-            _tvm.export_library(self.module, path)
-            if not path.endswith(".tar"):
-                integrity.seal(path)
-        except Exception as exc:  # noqa: BLE001  (TVM's linker step or the file system)
+        try:  # written and sealed beside it, then moved onto it: never seen half-written
+            with replacing(path) as temp:
+                _tvm.export_library(self.module, temp)
+                if not path.endswith(".tar"):
+                    integrity.seal(temp)
+        except CanonqnnError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (TVM's linker step)
             raise CanonqnnError(f"cannot write the library {path}: {first_line(exc)}") from None
         return path
 
@@ -108,7 +112,11 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
     ``verify`` checks the build against the numpy reference interpreter of ``mod``
     (``canonqnn.reference.verify``) and raises ``VerificationError`` naming every canonical op
     whose kernel computes otherwise.
+
+    ``mod``'s tensors and a run of it must fit the memory budget (``canonqnn.budget``: set it
+    with ``budget.limit``), else ``ResourceError`` names the tensor before anything is built.
     """
+    budget.check_module(mod)
     built = _build(mod, target, tune, tuning_dir)
     if verify:
         from . import reference

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import budget
 from .errors import CanonqnnError
 from .numerics import PROFILES
 
@@ -60,12 +61,11 @@ def _output_file(path: str) -> str:
 
 
 def _write_file(path: str, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` whole, or raise ``CanonqnnError`` (a full disk included)."""
-    try:
-        with open(path, "wb" if isinstance(data, bytes) else "w") as f:
-            f.write(data)
-    except OSError as exc:
-        raise CanonqnnError(f"cannot write {path!r}: {exc.strerror or exc}") from None
+    """Write ``data`` to ``path`` whole or not at all (``io.replacing``: an existing file stays
+    as it was when the disk is full), or raise ``CanonqnnError``."""
+    from .io import write_file
+
+    write_file(path, data)
 
 
 def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
@@ -110,7 +110,9 @@ def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | N
                                 f"{recorded.name if recorded else 'unknown'}; convert the model "
                                 f"again with --numerics {profile}")
         return mod, Report(numerics=recorded.name if recorded else None)
-    return canonicalize(mod, numerics=profile)
+    mod, report = canonicalize(mod, numerics=profile)
+    budget.check_module(mod, model)
+    return mod, report
 
 
 def cmd_convert(args) -> int:
@@ -162,8 +164,7 @@ def cmd_build(args) -> int:
 
 def cmd_run(args) -> int:
     from .builder import load_built
-
-    import io
+    from .io import replacing
 
     out = _output_file(args.output or "outputs.npz")
     feeds = _parse_inputs(args.input) or {}
@@ -171,9 +172,8 @@ def cmd_run(args) -> int:
         outputs = _run_reference(args, feeds)
     else:
         outputs = load_built(args.library).run(feeds)
-    archive = io.BytesIO()  # written whole, so that a full disk is an error, not a short file
-    np.savez(archive, **outputs)
-    _write_file(out, archive.getvalue())
+    with replacing(out) as temp, open(temp, "wb") as f:  # a file object: savez adds no suffix
+        np.savez(f, **outputs)
     for name, value in outputs.items():
         print(f"{name}: {value.dtype} {list(value.shape)}")
     print(f"wrote {out}")
@@ -198,7 +198,8 @@ def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         islands.append(str(call.op.name))
         return run_on_tvm(var, call, values)
 
-    outputs = reference.evaluate(mod, checked_inputs(interface(mod), feeds), island).outputs
+    with np.errstate(all="ignore"):  # NaN or infinity given as input: computed, not warned of
+        outputs = reference.evaluate(mod, checked_inputs(interface(mod), feeds), island).outputs
     if islands:
         print(f"float islands computed by TVM (no reference): {', '.join(sorted(set(islands)))}")
     return outputs
@@ -226,6 +227,8 @@ def cmd_inspect(args) -> int:
 def cmd_parity(args) -> int:
     from .api import parity
 
+    if args.seed < 0:  # numpy's generators take none
+        raise CanonqnnError(f"--seed {args.seed}: the seed must be 0 or more")
     feeds = _parse_inputs(args.input)
     options = _load_options(args.shape, args.outputs)
     result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target,
@@ -295,6 +298,11 @@ def parser() -> argparse.ArgumentParser:
                                help="numerics profile the canonical ops reproduce (default: "
                                     "the source runtime's on this host, probed): "
                                     + ", ".join(PROFILES))
+    model_options.add_argument("--max-memory", metavar="SIZE",
+                               help="memory budget (e.g. 2G, 512M, 1.5GiB, 4096 bytes): a "
+                                    "model whose tensors or run need more is refused before "
+                                    f"anything is allocated (default: ${budget.ENV_VAR}, else "
+                                    "half of this machine's memory)")
 
     c = sub.add_parser("convert", parents=[model_options],
                        help="model -> canonical module file (.json)")
@@ -377,9 +385,16 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        if "max_memory" not in vars(args):  # a command that loads no model
+            return args.func(args)
+        with budget.limit(args.max_memory):  # reads the budget: a bad value is refused first
+            return args.func(args)
     except CanonqnnError as exc:
-        print(f"canonqnn: error: {exc}", file=sys.stderr)
+        # each line of a message (an unsupported model lists a node per line) stands alone,
+        # as compilers print diagnostics: grep finds every one, none reads as other output
+        lines = str(exc).strip().splitlines() or \
+            [(type(exc).__doc__ or "refused").strip().splitlines()[0]]
+        print("\n".join(f"canonqnn: error: {line}" for line in lines), file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:  # the reader left (``| head``): stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -57,5 +57,9 @@ class ParityError(CanonqnnError):
     """A parity run could not be set up (missing runtime, inputs of the wrong shape, ...)."""
 
 
+class ResourceError(CanonqnnError):
+    """A tensor or a run needs more memory than the budget allows (``canonqnn.budget``)."""
+
+
 class VerificationError(CanonqnnError):
     """A build computes otherwise than the numpy reference of its canonical module."""

@@ -4,8 +4,12 @@ builds or runs it: the file may have been edited by hand or damaged.
 What is checked: TVM's well-formedness (every expression's type inferred again), each
 operator call's recorded type against the one its operator infers now (an op retargeted to
 another), every canonical op's attributes (``CanonicalOp.check_attrs``: names, rounding,
-activation range, finite numbers, positive scales), tensor dtypes canonqnn builds, constants
-TVM can read, and the recorded interface against ``main``'s parameters and result.
+activation range, finite numbers, positive scales; quantization parameters single numbers,
+one per input where plural), its weights' scale and zero point (constants of one value or one
+per output channel) and its bias (one per output channel), tensor dtypes canonqnn builds,
+constants TVM can read that hold what their recorded type says, and the recorded interface
+against ``main``'s parameters and result. (The file itself, before TVM parses it:
+``_tvm.check_json_graph``.)
 """
 
 from __future__ import annotations
@@ -53,10 +57,13 @@ def check_module(mod: Any, where: str) -> None:
                                         f"{_tvm.ty(var)}, but its op gives {inferred}")
             canonical = lookup(value)
             if canonical is not None:
+                attrs = _tvm.attrs_dict(value)
+                _check_quantization_attrs(f"{where}: {binding}: {op}", value, attrs)
                 try:
-                    canonical.check_attrs(_tvm.attrs_dict(value))
+                    canonical.check_attrs(attrs)
                 except (TypeError, ValueError) as exc:
                     raise InvalidModelError(f"{where}: {binding}: {exc}") from None
+                _check_channel_arguments(f"{where}: {binding}: {op}", canonical, value, var)
     problem = _tvm.well_formed_problem(mod)  # what the per-binding checks do not cover
     if problem:
         raise InvalidModelError(f"{where}: not a valid module: {problem}")
@@ -78,6 +85,95 @@ def _check_constant(where: str, binding: str, const: Any) -> None:
                                 f"{first_line(exc)}") from None
     if str(value.dtype) not in DTYPES:
         raise InvalidModelError(f"{where}: a constant of {binding} has dtype {value.dtype}")
+    # types are inferred and kernels shaped from the recorded type, values read from the
+    # tensor: the two must agree
+    held = (str(value.dtype), tuple(value.shape))
+    try:
+        recorded = _tvm.tensor_types(const)
+    except (AttributeError, TypeError, ValueError):  # not a tensor type of a static shape
+        recorded = None
+    if recorded != [held]:
+        says = f"{recorded[0][0]} {list(recorded[0][1])}" if recorded and len(recorded) == 1 \
+            else _tvm.ty(const)
+        raise InvalidModelError(f"{where}: a constant of {binding} is recorded as {says} but "
+                                f"holds {held[0]} {list(held[1])}")
+
+
+# Quantization parameter attributes by the naming contract of canonical ops (which
+# ``patterns.params`` reads them by): ``*_scale``/``*_zp`` (and ``scale``/``zp``) are one
+# number, ``*_scales``/``*_zps`` one per input. ``act_min``/``act_max`` are one integer.
+def _check_quantization_attrs(where: str, call: Any, attrs: dict[str, Any]) -> None:
+    inputs = None
+    for name, value in attrs.items():
+        if name.endswith(("_scales", "_zps")):
+            if inputs is None:
+                inputs = sum(len(_tensor_types(where, arg)) for arg in call.args)
+            if not isinstance(value, list) or not all(_is_number(v) for v in value):
+                raise InvalidModelError(f"{where}: attribute {name} is not a list of numbers")
+            if len(value) != inputs:
+                raise InvalidModelError(f"{where}: attribute {name} holds {len(value)} values "
+                                        f"for {inputs} inputs")
+        elif name.endswith(("_scale", "_zp")) or name in ("scale", "zp"):
+            if not _is_number(value):
+                raise InvalidModelError(f"{where}: attribute {name} is not one number "
+                                        f"({_kind(value)})")
+        elif name in ("act_min", "act_max") and (type(value) is not int):
+            raise InvalidModelError(f"{where}: attribute {name} is not one integer "
+                                    f"({_kind(value)})")
+
+
+def _check_channel_arguments(where: str, op: Any, call: Any, var: Any) -> None:
+    """An op with weights (argument ``w`` or ``b``, by the naming contract) takes their scale
+    and zero point (``w_scale``, ``w_zp``) as constants of one value or one per output channel,
+    and its ``bias`` with one value per output channel: what its legalization and reference
+    index by channel. The channels are the output's ``C`` under the op's NCHW ``layout``, else
+    its last axis (``N`` of a ``KN`` weight)."""
+    if op.args and op.args[0].startswith("*"):  # variadic: no weights
+        return
+    args = dict(zip(op.args, call.args))
+    weight = next((name for name in ("w", "b") if f"{name}_scale" in args), None)
+    if weight is None:
+        return
+    out_shape = _shape(where, var)
+    if len(out_shape) < 2:
+        raise InvalidModelError(f"{where}: the output has shape {list(out_shape)}, not one "
+                                "with channels")
+    channels = out_shape[1] if op.layout == "NCHW" else out_shape[-1]
+    for name in (f"{weight}_scale", f"{weight}_zp"):
+        if not _tvm.is_const(args[name]):
+            raise InvalidModelError(f"{where}: argument {name} is not a constant")
+        shape = _shape(where, args[name])  # (a constant holds its type's shape: checked)
+        if shape not in ((), (1,), (channels,)):
+            raise InvalidModelError(f"{where}: argument {name} has shape {list(shape)}: it "
+                                    f"holds one value or one per output channel ([{channels}])")
+    if "bias" in args and _shape(where, args["bias"]) != (channels,):
+        raise InvalidModelError(f"{where}: argument bias has shape "
+                                f"{list(_shape(where, args['bias']))}: it holds one value per "
+                                f"output channel ([{channels}])")
+
+
+def _tensor_types(where: str, expr: Any) -> list[tuple[str, tuple[int, ...]]]:
+    try:
+        return _tvm.tensor_types(expr)
+    except (AttributeError, TypeError, ValueError):
+        raise InvalidModelError(f"{where}: an argument or result is not a tensor of a static "
+                                "shape") from None
+
+
+def _shape(where: str, expr: Any) -> tuple[int, ...]:
+    """The static shape of one tensor (a tuple's: refused)."""
+    types = _tensor_types(where, expr)
+    if len(types) != 1:
+        raise InvalidModelError(f"{where}: a tuple where one tensor belongs")
+    return tuple(types[0][1])
+
+
+def _is_number(value: Any) -> bool:
+    return type(value) is int or type(value) is float
+
+
+def _kind(value: Any) -> str:
+    return f"a list of {len(value)}" if isinstance(value, list) else type(value).__name__
 
 
 def _check_interface(mod: Any, where: str, main: Any) -> None:

@@ -226,18 +226,65 @@ FLOAT32_MIN_NORMAL = float(np.finfo(np.float32).tiny)  # 2^-126
 MAX_LEFT_SHIFT = 31
 
 
-def check_multiplier(real: float) -> None:
+def saturating_multiplier(out_dtype: str) -> float:
+    """The bound above which a requantization multiplier saturates every nonzero accumulator
+    of an ``out_dtype`` output, whatever its zero point: ``2^bits - 3/2``.
+
+    The output is ``clamp(round(acc * M) + zp, lo, hi)`` with ``hi - lo = 2^bits - 1`` and
+    ``lo <= zp <= hi``. A nonzero accumulator has ``|acc| >= 1``, so ``|acc * M| >= M``
+    (float32 rounding is monotone, and ``1 * M`` is exact). If ``round(M) >= 2^bits - 1``
+    (``M > 2^bits - 3/2`` under any round-to-nearest), ``acc > 0`` gives at least ``zp + hi -
+    lo >= hi`` and ``acc < 0`` at most ``zp - (hi - lo) <= lo``: every output is ``hi``, ``lo``
+    or (``acc == 0``) the zero point, and says only the accumulator's sign. At or below the
+    bound, ``round(M) <= 2^bits - 2`` with ties to even (onnxruntime's rounding), and ``acc =
+    1`` from ``zp = lo`` gives ``hi - 1``: the bound is exact (with ties away from zero,
+    TFLite's, the bound itself saturates too, and is accepted).
+    """
+    lo, hi = _ZP_RANGE[out_dtype]
+    return float(hi - lo) - 0.5
+
+
+def check_multiplier(real: float, out_dtype: str | None = None) -> None:
     """A requantization multiplier that means something: finite, and 0 or of magnitude at
     least 2^-126. Scales whose ratio leaves float32's range are refused: it overflows, or
-    underflows so far that every output would be the zero point."""
+    underflows so far that every output would be the zero point. With ``out_dtype`` (the
+    requantized output's), also below ``saturating_multiplier``: above it the output says only
+    the accumulator's sign."""
     if not math.isfinite(real):
         reason = "not finite: a product or ratio of the scales overflows float32"
     elif real != 0.0 and abs(real) < FLOAT32_MIN_NORMAL:
         reason = "below float32's normal range (2^-126): the scales' ratio underflows"
+    elif out_dtype is not None and abs(real) > saturating_multiplier(out_dtype):
+        reason = (f"above {saturating_multiplier(out_dtype):g}: every nonzero accumulator "
+                  f"saturates the {out_dtype} output whatever its zero point (the output "
+                  "only says its sign)")
     else:
         return
     raise InvalidQuantizationError(f"requantization multiplier {real:.6g} (from the scales) is "
                                    f"{reason}")
+
+
+def check_accumulator_multipliers(x_scale: float, w_scale: np.ndarray, out_qp: QParams,
+                                  alpha: float = 1.0) -> None:
+    """The requantization of an integer accumulator (conv, matmul) to ``out_qp``: the
+    accumulator's scale ``alpha * x_scale * w_scale`` finite in float32 (the bias is
+    quantized with it), and every multiplier (``accumulator_multiplier``) finite and below
+    ``saturating_multiplier``. Tiny multipliers are left alone: every output is then the zero
+    point, which the source runtimes compute too. A raw int32 accumulator has none."""
+    if out_qp.dtype == "int32":
+        return
+    xs = np.float32(np.float32(alpha) * np.float32(x_scale))
+    with np.errstate(over="ignore"):
+        product = product_scale(xs, w_scale)
+        reals = accumulator_multiplier(x_scale, w_scale, out_qp.scalar_scale, alpha)
+    if not np.all(np.isfinite(product)):
+        raise InvalidQuantizationError(
+            f"the accumulator's scale (input scale {float(xs):.6g} x weight scale "
+            f"{float(np.max(w_scale)):.6g}) overflows float32: the bias and the requantization "
+            "multiplier are computed from it")
+    largest = float(np.max(np.abs(reals)))
+    if not math.isfinite(largest) or largest > saturating_multiplier(out_qp.dtype):
+        check_multiplier(largest, out_qp.dtype)
 
 
 def quantize_multipliers(reals, *, single_rounding: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -38,8 +38,8 @@ def _quantize(x, scale, zp, axis: int, out_dtype: str, reciprocal: bool = False)
         scaled = x.astype(np.float32) * (np.float32(1) / scale).astype(np.float32) \
             if reciprocal else x.astype(np.float32) / scale
         v = np.rint(scaled.astype(np.float32)) + zp.astype(np.float32)
-    info = np.iinfo(out_dtype)
-    return np.clip(v, info.min, info.max).astype(out_dtype)
+        info = np.iinfo(out_dtype)
+        return np.clip(v, info.min, info.max).astype(out_dtype)  # NaN casts with a warning
 
 
 def dequantize(q, scale, zp, axis: int, out_dtype: str = "float32") -> np.ndarray:

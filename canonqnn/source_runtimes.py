@@ -87,12 +87,11 @@ def tflite_runner(model: bytes, resolver: str, names: list[str], preserve_all: b
 
 
 def _torch_program(program: bytes) -> Any:
-    import io
+    """The ExportedProgram saved in ``program``, read as the frontend reads a ``.pt2`` file:
+    nothing in it is unpickled or run (``torch.export.load`` would)."""
+    from canonqnn.frontends.torch.archive import read_program
 
-    import torch
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  (the q/dq ops a PT2E program calls)
-
-    return torch.export.load(io.BytesIO(program))
+    return read_program(program, "the program")
 
 
 def _torch_inputs(feed: dict[str, np.ndarray], names: list[str]) -> list[Any]:

@@ -17,9 +17,10 @@ from typing import Any
 
 from canonqnn import _tvm, numerics
 from canonqnn._tvm import relax
+from canonqnn.errors import InvalidQuantizationError
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of, source_tensor
 
 MAX_ITERATIONS = 8
 
@@ -97,6 +98,10 @@ class Rule:
         # The op exists, not with this source's rounding or the profile's arithmetic.
         except (UnsupportedRounding, numerics.UnsupportedNumerics) as exc:
             return Decline(str(exc), call.args[0] if call.args else None), step_name
+        except InvalidQuantizationError as exc:  # (parameters no op can take: named here)
+            tensor = source_tensor(call)
+            where = f"tensor {tensor!r}" if tensor else "a quantized tensor"
+            raise InvalidQuantizationError(f"the {self.name} computing {where}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -237,6 +242,8 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
         self.misses: dict[Any, list[NearMiss]] = {}
+        # raised once the walk is over (raising inside it would leave TVM's builder open)
+        self.error: InvalidQuantizationError | None = None
 
     def release(self) -> None:
         """End the walk: the context points back at the mutator, and that cycle would keep the
@@ -252,7 +259,12 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
         call = self.visit_expr_post_order(call)
         self.ctx.root = call
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
-            result, step = rule.attempt(self.ctx, call)
+            try:
+                result, step = rule.attempt(self.ctx, call)
+            except InvalidQuantizationError as exc:
+                # a copy without the traceback, whose frames hold this mutator
+                self.error = self.error or InvalidQuantizationError(str(exc))
+                return call
             if result is None:
                 continue
             if isinstance(result, Decline):
@@ -332,6 +344,10 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: d
             new = mutator.visit_expr(func)
         finally:
             mutator.release()
+        if mutator.error is not None:
+            error = mutator.error
+            del mutator  # (the raise's frame would keep it alive)
+            raise error
         if mutator.fired:  # else the walk rebuilt the same function: keep it and its counts
             mod[gv] = remove_dead_bindings(new)
         report.counts.update(mutator.fired)

@@ -98,3 +98,70 @@ def test_a_library_tvm_exported_without_the_record_is_refused(built, tmp_path):
 
     _tvm.export_library(built.module, str(tmp_path / "tvm.so"))
     assert _refusal(tmp_path, (tmp_path / "tvm.so").read_bytes()) == NOT_OURS
+
+
+# Exports the module of argv[1] to argv[2], holding on after TVM wrote its library (until
+# the other process has written its own, file argv[4]) before the integrity record is added.
+_EXPORT_AT_ONCE = """
+import os, sys, time
+import canonqnn
+from canonqnn import _tvm
+from canonqnn.api import load_module
+
+built = canonqnn.build(load_module(sys.argv[1]))
+export_library = _tvm.export_library
+
+def export_then_wait(module, path):
+    export_library(module, path)
+    open(sys.argv[3], "w").close()
+    deadline = time.monotonic() + 120
+    while not os.path.exists(sys.argv[4]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+_tvm.export_library = export_then_wait
+built.export(sys.argv[2])
+"""
+
+
+def test_two_exports_to_one_path_at_once_leave_one_whole_singly_sealed_library(built,
+                                                                                tmp_path):
+    import subprocess
+    import sys
+
+    from canonqnn import integrity
+    from canonqnn.api import save_module
+
+    model = single_op("ADD", [T((1, 4), scale=0.1), T((1, 4), scale=0.1)],
+                      [T((1, 4), scale=0.2)])
+    module = tmp_path / "m.json"
+    save_module(canonqnn.canonicalize(canonqnn.load(model))[0], module)
+    path, marks = tmp_path / "m.so", [tmp_path / "a.written", tmp_path / "b.written"]
+    runs = [subprocess.Popen([sys.executable, "-c", _EXPORT_AT_ONCE, str(module), str(path),
+                              str(mine), str(other)], stderr=subprocess.PIPE, text=True)
+            for mine, other in (marks, marks[::-1])]
+    for run in runs:
+        assert run.wait(300) == 0, run.stderr.read()
+    integrity.check(str(path))
+    assert path.read_bytes().count(integrity.MAGIC) == 1
+    np.testing.assert_array_equal(canonqnn.load_built(path).run(FEED)["out0"],
+                                  built.run(FEED)["out0"])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.written", "b.written", "m.json",
+                                                          "m.so"]
+
+
+def test_a_failed_export_leaves_the_library_there_as_it_was(built, library, tmp_path,
+                                                            monkeypatch):
+    from canonqnn import _tvm
+
+    path = tmp_path / "m.so"
+    path.write_bytes(library)
+
+    def linker_fails(module, where):
+        open(where, "wb").write(b"\x7fELF half")
+        raise RuntimeError("ld: cannot write: No space left on device")
+
+    monkeypatch.setattr(_tvm, "export_library", linker_fails)
+    with pytest.raises(CanonqnnError, match=f"^cannot write the library {path}: ld: cannot "
+                                            "write: No space left on device$"):
+        built.export(path)
+    assert path.read_bytes() == library and [p.name for p in tmp_path.iterdir()] == ["m.so"]

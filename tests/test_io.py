@@ -1,16 +1,23 @@
 """A module's interface: inputs are checked against it, converted only where no value changes;
-input files are read only when they hold numeric arrays, and never unpickled."""
+input files are read only when they hold numeric arrays, and never unpickled; outputs are
+written whole or not at all."""
 
 from __future__ import annotations
 
+import os
 import re
+import stat
+import subprocess
+import sys
+import tracemalloc
 
 import numpy as np
 import pytest
 from hostile.runs import npy_header
 
 from canonqnn.errors import CanonqnnError
-from canonqnn.io import ModelIO, TensorInfo, checked_inputs, read_arrays
+from canonqnn.io import (ModelIO, TensorInfo, checked_inputs, random_inputs, read_arrays,
+                         replacing, write_file)
 
 IO = ModelIO("onnx", [TensorInfo("x", "int8", (2, 3)), TensorInfo("u", "uint8", (2, 3)),
                       TensorInfo("f", "float32", (2, 3))], [TensorInfo("y", "int8", (2, 3))])
@@ -42,6 +49,38 @@ def test_values_convert_where_none_changes():
 def test_a_value_that_would_change_is_refused_naming_the_input(name, value, message):
     with pytest.raises(CanonqnnError, match=message):
         checked_inputs(IO, feed(**{name: value}))
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.full((2, 3), 16777217, np.int64),
+     r"value 16777217 at index \[0, 0\] is not exactly representable in float32 \(it would "
+     r"become 16777216\.0\)"),
+    (np.array([[0, 1, 2], [3, 2 ** 31 - 1, 5]], np.int32),
+     r"value 2147483647 at index \[1, 1\] is not exactly representable"),
+    (np.array([[0, 1, 2], [3, 4, 2 ** 64 - 1]], np.uint64),
+     r"value 18446744073709551615 at index \[1, 2\] is not exactly representable"),
+    (np.array([[1.5, 1e300, 2.0], [0, 0, 0]]),
+     r"value 1e\+300 at index \[0, 1\] overflows float32 \(largest 3\.402823e\+38\)"),
+    (np.array([[1.5, 2.0, 0], [0, -1e39, 0]]), r"value -1e\+39 at index \[1, 1\] overflows"),
+    (np.array([[0.0, 1.0, 1e-300], [0, 0, 0]]),
+     r"value 1e-300 at index \[0, 2\] becomes 0 in float32 \(smallest nonzero 1\.4e-45\)"),
+], ids=["int64-2**24+1", "int32-max", "uint64-max", "1e300", "-1e39", "1e-300"])
+def test_a_value_a_float_input_cannot_hold_is_refused_naming_it_and_its_index(value, message):
+    with pytest.raises(CanonqnnError, match=f"^input 'f' is {value.dtype}, the model takes "
+                                            f"float32: {message}"):
+        checked_inputs(IO, feed(f=value))
+
+
+def test_float_inputs_take_exact_integers_rounded_floats_nan_inf_and_subnormals():
+    values = {np.int64: [[2 ** 24, -2 ** 24, 2 ** 62], [3, 0, -7]],
+              np.int16: [[-32768, 32767, 0], [1, 2, 3]], bool: [[True, False, True]] * 2,
+              np.float64: [[0.1, 1e-40, np.nan], [np.inf, -np.inf, -0.0]]}
+    for dtype, value in values.items():
+        given = np.array(value, dtype)
+        with np.errstate(all="raise"):  # no numpy warning either
+            out = checked_inputs(IO, feed(f=given))["f"]
+        assert out.dtype == np.float32
+        np.testing.assert_array_equal(out, given.astype(np.float32))
 
 
 def test_missing_and_unknown_inputs_are_named():
@@ -116,7 +155,10 @@ def _npz_as_npy(path):
     ("corrupt.npz", lambda p: _write(p, b"PK\x03\x04" + bytes(200)),
      "is not an .npz archive numpy can read"),
     ("archive.npy", _npz_as_npy, "is an .npz archive: name it FILE.npz"),
-], ids=["missing", "directory", "truncated", "garbage", "empty", "corrupt-npz", "npz-named-npy"])
+    ("array.npz", lambda p: np.save(open(p, "wb"), X),
+     "is an .npy array, not an .npz archive: name it FILE.npy and give it as NAME=FILE.npy"),
+], ids=["missing", "directory", "truncated", "garbage", "empty", "corrupt-npz", "npz-named-npy",
+        "npy-named-npz"])
 def test_read_arrays_refuses_what_is_no_array_file_naming_the_file(tmp_path, name, make, says):
     path = tmp_path / name
     make(path)
@@ -144,3 +186,139 @@ def test_read_arrays_names_the_non_numeric_array_of_an_archive(tmp_path):
     with pytest.raises(CanonqnnError, match=f"^input array 'bad' of {re.escape(repr(str(path)))} "
                                             "holds complex64 data"):
         read_arrays(str(path))
+
+
+# ---------------------------------------------------------------- random_inputs
+RANDOM_IO = ModelIO("onnx", [TensorInfo("f", "float32", (2, 3)), TensorInfo("q", "int8", (4,)),
+                             TensorInfo("s", "int16", (2,))], [])
+
+
+def test_random_inputs_keep_the_values_a_seed_always_gave():
+    out = random_inputs(RANDOM_IO, 7)
+    assert [v.dtype for v in out.values()] == [np.float32, np.int8, np.int16]
+    np.testing.assert_array_equal(out["f"].ravel(), np.array(
+        [0.001230153371579945, 0.2987455427646637, -0.27413785457611084, -0.8905918598175049,
+         -0.454670786857605, -0.9916465282440186], np.float32))
+    assert out["q"].tolist() == [105, -127, -1, 82] and out["s"].tolist() == [-24154, 19468]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "float32"])
+def test_random_inputs_are_made_in_their_own_dtype_without_8_byte_copies(dtype):
+    io = ModelIO("onnx", [TensorInfo("x", dtype, (16, 1 << 20))], [])
+    tracemalloc.start()
+    try:
+        out = random_inputs(io, 0)["x"]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.dtype == dtype
+    # the input, and one chunk of 8-byte values drawn at a time (whole: 8 bytes per value)
+    assert peak < out.nbytes + (24 << 20), peak
+
+
+def test_random_inputs_refuse_a_negative_seed():
+    with pytest.raises(CanonqnnError, match="^seed -1: random inputs need a seed of 0 or more$"):
+        random_inputs(RANDOM_IO, -1)
+
+
+# ---------------------------------------------------------------- replacing, write_file
+def _leftovers(directory) -> list[str]:
+    return sorted(n for n in os.listdir(directory) if n.startswith("."))
+
+
+def test_write_file_replaces_a_file_whole_keeping_its_mode(tmp_path):
+    path = tmp_path / "out.json"
+    path.write_text("old")
+    path.chmod(0o640)
+    write_file(path, "new")
+    assert path.read_text() == "new" and stat.S_IMODE(path.stat().st_mode) == 0o640
+    write_file(tmp_path / "fresh.bin", b"\x00\x01")
+    assert (tmp_path / "fresh.bin").read_bytes() == b"\x00\x01"
+    assert _leftovers(tmp_path) == []
+
+
+def test_a_symbolic_link_is_written_through(tmp_path):
+    (tmp_path / "real").write_text("old")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    write_file(tmp_path / "link", "new")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "real").read_text() == "new"
+
+
+def test_a_failure_while_writing_leaves_the_file_as_it_was(tmp_path):
+    path = tmp_path / "m.so"
+    path.write_bytes(b"the library")
+    with pytest.raises(RuntimeError, match="linker failed"):
+        with replacing(path) as temp:
+            assert temp.endswith(".so") and os.path.dirname(temp) == str(tmp_path)
+            open(temp, "wb").write(b"half a lib")
+            raise RuntimeError("linker failed")
+    assert path.read_bytes() == b"the library" and _leftovers(tmp_path) == []
+
+
+def test_a_device_is_written_in_place_not_replaced():
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    write_file("/dev/null", b"discarded")
+    with pytest.raises(CanonqnnError, match="^cannot write '/dev/full': No space left on "
+                                            "device$"):
+        write_file("/dev/full", b"x" * 100000)
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode) and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+_WRITE_PAST_LIMIT = """
+import resource, signal, sys
+from canonqnn.errors import CanonqnnError
+from canonqnn.io import write_file
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG), no signal
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+try:
+    write_file(sys.argv[1], b"n" * 100000)
+except CanonqnnError as exc:
+    print(exc)
+"""
+
+
+def test_a_write_past_the_file_size_limit_leaves_the_file_as_it_was(tmp_path):
+    path = tmp_path / "m.json"
+    path.write_bytes(b"o" * 1000)
+    done = subprocess.run([sys.executable, "-c", _WRITE_PAST_LIMIT, str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"cannot write {str(path)!r}: File too large"
+    assert path.read_bytes() == b"o" * 1000 and _leftovers(tmp_path) == []
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 1 MiB tmpfs, filled: needs the right to mount (root in most containers)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk)],
+                             capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here ({mounted.stderr.strip()}); "
+                    "test_a_write_past_the_file_size_limit_leaves_the_file_as_it_was covers it")
+    try:
+        yield disk
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)
+
+
+def test_convert_over_a_file_on_a_full_disk_leaves_it_as_it_was(full_disk, tmp_path, capsys):
+    import onnx
+    from hostile.artifacts import onnx_conv
+
+    from canonqnn.cli import EXIT_ERROR, main
+
+    model = tmp_path / "m.onnx"
+    onnx.save(onnx_conv(), str(model))
+    target = full_disk / "m.json"
+    target.write_bytes(b"the converted module of yesterday")
+    with open(full_disk / "filler", "wb", buffering=0) as filler, pytest.raises(OSError):
+        while True:
+            filler.write(b"f" * 4096)
+    assert main(["convert", str(model), "-o", str(target)]) == EXIT_ERROR
+    assert capsys.readouterr().err == (f"canonqnn: error: cannot write {str(target)!r}: No "
+                                       "space left on device\n")
+    assert target.read_bytes() == b"the converted module of yesterday"
+    assert sorted(os.listdir(full_disk)) == ["filler", "m.json"]

@@ -35,7 +35,7 @@ import numpy as np
 from .. import _tvm, dot_isa
 from .._tvm import te, topi
 from ..numerics.q31 import Q31_ROUNDINGS
-from ..qparams import QParams, accumulator_multiplier
+from ..qparams import QParams, accumulator_multiplier, check_accumulator_multipliers
 from . import _dot
 from ._dtypes import check_sixteen_bit
 from ._registry import CanonicalOp, register
@@ -397,6 +397,7 @@ def conv2d(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QParams, out_q
     module doc)."""
     if source_dtype not in SOURCE_DTYPES:
         raise ValueError(f"canonqnn.conv2d: unknown source_dtype {source_dtype!r}")
+    check_accumulator_multipliers(x_qp.scalar_scale, w_qp.scale, out_qp)
     o = _tvm.shape_of(w)[0]
     attrs = dict(x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
                  out_zp=out_qp.scalar_zp, strides=list(strides), padding=list(padding),

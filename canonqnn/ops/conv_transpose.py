@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
-from ..qparams import QParams
+from ..qparams import QParams, check_accumulator_multipliers
 from . import conv
 from ..numerics.q31 import Q31_ROUNDINGS
 from ._registry import CanonicalOp, register
@@ -265,6 +265,7 @@ def conv2d_transpose(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QPar
     channels = _tvm.shape_of(w)[1] * int(groups)
     if w_qp.scale.size not in (1, channels):
         raise ValueError(f"{w_qp.scale.size} weight scales for {channels} output channels")
+    check_accumulator_multipliers(x_qp.scalar_scale, w_qp.scale, out_qp)
     return CONV2D_TRANSPOSE.call(
         [x, w, _tvm.const(np.asarray(bias, np.int32).reshape(channels), "int32"),
          _tvm.const(w_qp.scale, "float32"), _tvm.const(w_qp.zero_point.astype(np.int8), "int8")],

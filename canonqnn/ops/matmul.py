@@ -50,7 +50,8 @@ from .._tvm import te, tirx
 # UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
 from ..dot_isa import UINT8_SHIFT
 from ..numerics.q31 import Q31_ROUNDINGS
-from ..qparams import QParams, accumulator_multiplier, quantize_multipliers
+from ..qparams import (QParams, accumulator_multiplier, check_accumulator_multipliers,
+                       quantize_multipliers)
 from . import _dot
 from ._dot import broadcast_index
 from ._dtypes import check_sixteen_bit
@@ -309,6 +310,7 @@ def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QPa
         raise ValueError(f"canonqnn.matmul: unknown accumulate {accumulate!r}")
     if source_op not in SOURCE_OPS:
         raise ValueError(f"canonqnn.matmul: unknown source_op {source_op!r}")
+    check_accumulator_multipliers(a_qp.scalar_scale, b_qp.scale, out_qp, alpha)
     if rounding in Q31_ROUNDINGS and (float(np.float32(alpha)) != 1.0 or accumulate != "exact"):
         raise UnsupportedRounding(f"canonqnn.matmul: rounding {rounding} needs alpha 1 and "
                                   f"exact accumulation (TFLite has neither)")

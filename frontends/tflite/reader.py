@@ -106,8 +106,7 @@ def read_model(model: str | os.PathLike | bytes) -> Model:
     except CanonqnnError:
         raise
     except _DAMAGED as exc:
-        raise InvalidModelError(f"{where}: cannot read the TFLite model, the flatbuffer is "
-                                f"damaged ({type(exc).__name__}: {exc})") from None
+        raise validate.damaged_flatbuffer(where, exc) from None
 
 
 def _read(m: Any, file_size: int) -> Model:
@@ -135,6 +134,7 @@ def _operator(m: Any, op: Any, index: int, tensors: list[Tensor]) -> Operator:
     operator = Operator(index, kind, inputs, outputs, _options(op, kind, index),
                         tuple(tensors[k] for k in intermediates))
     validate.check_requantization(operator, tensors)
+    validate.check_filter_zero_points(operator, tensors)
     return operator
 
 

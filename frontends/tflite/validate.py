@@ -17,7 +17,8 @@ import tflite
 
 from canonqnn.errors import InvalidModelError, InvalidQuantizationError, UnsupportedError
 from canonqnn.qparams import (MAX_LEFT_SHIFT, QParams, check_multiplier, check_scale,
-                              quantize_multiplier, tflite_add_multipliers, tflite_mul_multiplier)
+                              quantize_multiplier, saturating_multiplier, tflite_add_multipliers,
+                              tflite_mul_multiplier)
 
 from ._schema import OPTIONS
 
@@ -96,6 +97,23 @@ def check_header(data: bytes, where: str) -> None:
                                 f"the {len(data)}-byte file")
 
 
+# What each error of the flatbuffers library (or of numpy viewing a vector) means in a file.
+_DAMAGE = {"error": "an offset or a length leads past the end of the file",
+           "IndexError": "an offset or a length leads past the end of the file",
+           "TypeError": "an offset leads before the start of the file",
+           "ValueError": "a vector is longer than the bytes left in the file",
+           "OverflowError": "a length or an offset is too large to be one",
+           "MemoryError": "a length is too large to be one"}
+
+
+def damaged_flatbuffer(where: str, exc: Exception) -> InvalidModelError:
+    """The refusal of a file the flatbuffers library trips over, in canonqnn's words (its own
+    messages, "bad number -15944 for type uint32", say nothing of the file)."""
+    reason = _DAMAGE.get(type(exc).__name__, "a field cannot be read")
+    return InvalidModelError(f"{where}: cannot read the TFLite model, the flatbuffer is "
+                             f"damaged: {reason}")
+
+
 def check_model(m: Any, file_size: int) -> None:
     if m.Version() != SCHEMA_VERSION:
         raise InvalidModelError(f"schema version {m.Version()}: TFLite models are schema "
@@ -115,6 +133,9 @@ def check_model(m: Any, file_size: int) -> None:
 
 
 def check_graph_io(inputs: list[int], outputs: list[int], tensor_count: int) -> None:
+    if not outputs:
+        # (the interpreter runs such a model and computes nothing: no output to write or compare)
+        raise InvalidModelError("subgraph 0 has no outputs: the model computes nothing")
     for what, indices in (("input", inputs), ("output", outputs)):
         for k, index in enumerate(indices):
             if not 0 <= index < tensor_count:
@@ -253,9 +274,21 @@ def check_option_values(index: int, kind: str, options: Any | None) -> None:
             raise InvalidModelError(f"{label}: {name} {read()} (at least 1)")
 
 
+# How many inputs the interpreter's kernels take (their Prepare checks, measured on the
+# interpreter): CONV_2D needs its bias (conv.cc "has_bias"), DEPTHWISE_CONV_2D and
+# FULLY_CONNECTED take one optionally, TRANSPOSE_CONV's is its fourth input.
+INPUT_COUNTS = {"CONV_2D": (3, 3), "DEPTHWISE_CONV_2D": (2, 3), "FULLY_CONNECTED": (2, 3),
+                "TRANSPOSE_CONV": (3, 4), "ADD": (2, 2), "SUB": (2, 2), "MUL": (2, 2)}
+
+
 def check_operator_tensors(index: int, kind: str, inputs: list[int], outputs: list[int],
                            intermediates: list[int], tensor_count: int) -> None:
     label = operator_label(index, kind)
+    low, high = INPUT_COUNTS.get(kind, (0, len(inputs)))
+    if not low <= len(inputs) <= high:
+        takes = f"{low}" if low == high else f"{low} or {high}"
+        raise InvalidModelError(f"{label}: {len(inputs)} inputs; the TFLite interpreter's {kind} "
+                                f"takes {takes}")
     for what, indices in (("input", inputs), ("output", outputs),
                           ("intermediate", intermediates)):
         for k, t in enumerate(indices):
@@ -283,7 +316,9 @@ def check_requantization(op: Any, tensors: list[Any]) -> None:
     """The multipliers TFLite's kernels derive from the operator's scales (qparams) are ones
     its Q31 arithmetic can mean: refused here, naming the operator, rather than when a build
     computes them. canonqnn's products (and MUL) do not follow the undefined left shifts of
-    multipliers from 2^31 on: TFLite's reference and optimized kernels disagree there."""
+    multipliers from 2^31 on: TFLite's reference and optimized kernels disagree there. An
+    accumulator's multiplier must also be below ``saturating_multiplier`` (above it, every
+    output says only its accumulator's sign)."""
     ins = [tensors[i] if 0 <= i < len(tensors) else None for i in op.inputs]
     out = tensors[op.outputs[0]] if op.outputs else None
     if out is None or not out.quantized or out.dtype not in ("int8", "uint8", "int16"):
@@ -294,7 +329,11 @@ def check_requantization(op: Any, tensors: list[Any]) -> None:
             x, w = (ins[k] if k < len(ins) else None for k in _ACCUMULATING[op.kind])
             if x is None or w is None or not (x.quantized and w.quantized):
                 return
-            shift = _largest_shift(np.float64(x.scale[0]) * w.scale.astype(np.float64) / y)
+            reals = np.float64(x.scale[0]) * w.scale.astype(np.float64) / y
+            largest = float(np.max(np.abs(reals)))
+            if largest > saturating_multiplier(out.dtype):
+                check_multiplier(largest, out.dtype)
+            shift = _largest_shift(reals)
         elif op.kind in ("ADD", "SUB", "MUL") and len(ins) == 2 and all(
                 t is not None and t.quantized and t.dtype in _EIGHT_BIT for t in ins):
             a, b = float(ins[0].scale[0]), float(ins[1].scale[0])
@@ -311,6 +350,26 @@ def check_requantization(op: Any, tensors: list[Any]) -> None:
             f"{operator_label(op.index, op.kind)}: the scales make a requantization multiplier "
             f"of 2^{shift - 1} or more: TFLite would shift the int32 accumulator left by {shift} "
             "bits (undefined in C)")
+
+
+def check_filter_zero_points(op: Any, tensors: list[Any]) -> None:
+    """CONV_2D on int8 or int16 activations takes int8 filters with zero points 0: the
+    interpreter refuses any other (conv.cc, every resolver). DEPTHWISE_CONV_2D,
+    FULLY_CONNECTED and TRANSPOSE_CONV accept one and their kernels ignore it: such a model is
+    left to ``parity``, which reports where they compute otherwise than its parameters say."""
+    if op.kind != "CONV_2D" or len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
+        return
+    x, w = tensors[op.inputs[0]], tensors[op.inputs[1]]
+    if x.dtype not in ("int8", "int16") or w.dtype != "int8" or not w.quantized:
+        return
+    nonzero = np.flatnonzero(w.zero_point)
+    if nonzero.size:
+        k = int(nonzero[0])
+        where = f" (channel {k})" if w.zero_point.size > 1 else ""
+        raise InvalidQuantizationError(
+            f"{operator_label(op.index, op.kind)}: filter {tensor_label(w.name, w.index)} has "
+            f"zero point {int(w.zero_point[k])}{where}; the TFLite interpreter's {op.kind} "
+            f"takes int8 filters with zero point 0 only")
 
 
 def _largest_shift(reals: np.ndarray) -> int:

@@ -11,20 +11,18 @@ returns the user outputs. Shapes must be static. The module records ``source="to
 
 from __future__ import annotations
 
-import logging
 import operator
 import os
-import zipfile
 from typing import Any
 
 import numpy as np
 
 from canonqnn import _tvm
-from canonqnn.errors import InvalidModelError, first_line
+from canonqnn.errors import InvalidModelError
 from canonqnn.io import TensorInfo
 
 from .._base import convert_node, import_function
-from . import ops  # noqa: F401  (ops registers the converters)
+from . import archive, ops  # noqa: F401  (ops registers the converters)
 from ._context import CONVERTERS, SOURCE, ImportContext, Unsupported, Value, dtype_name
 from ._generic import FloatOps
 
@@ -32,8 +30,9 @@ SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int32", "int64")
 
 
 def read_program(program: Any) -> Any:
-    """The ``torch.export.ExportedProgram`` given, or loaded from a ``.pt2`` file saved with
-    ``torch.export.save``."""
+    """The ``torch.export.ExportedProgram`` given, or read from a ``.pt2`` file saved with
+    ``torch.export.save`` by ``archive.read_program``, which never runs or unpickles anything
+    the file holds."""
     import torch
 
     if isinstance(program, torch.export.ExportedProgram):
@@ -43,22 +42,7 @@ def read_program(program: Any) -> Any:
     path = os.fspath(program)
     if not os.path.isfile(path):
         raise InvalidModelError(f"{path}: no such file")
-    if not zipfile.is_zipfile(path):
-        raise InvalidModelError(f"{path}: not a program saved by torch.export.save (a .pt2 "
-                                "file is a zip archive), or truncated")
-    # Registers the quantized_decomposed ops, which a saved PT2E program calls.
-    import torch.ao.quantization.fx._decomposed  # noqa: F401
-
-    log = logging.getLogger("torch.export")  # logs a traceback before it raises
-    level = log.level
-    log.setLevel(logging.CRITICAL)
-    try:
-        return torch.export.load(path)
-    except Exception as exc:  # noqa: BLE001  (torch's loader raises many kinds)
-        raise InvalidModelError(f"{path}: not a program saved by torch.export.save, or "
-                                f"truncated ({type(exc).__name__}: {first_line(exc)})") from None
-    finally:
-        log.setLevel(level)
+    return archive.read_program(path, path)
 
 
 def kind(node: Any) -> str:

@@ -20,6 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TIMEOUT = 120.0  # s per command; a valid build of the corpus models takes a few seconds
+# The memory budget every command runs under (canonqnn's CANONQNN_MAX_MEMORY), and what a run
+# is judged against: its peak resident memory above the server's, which the child shares.
+BUDGET = 2 * 2**30
+MARKER = "PWNED"  # what the corpus's code payloads create in the working directory
 
 
 @dataclass
@@ -28,6 +32,18 @@ class Run:
     status: int | None  # exit status, -signal when killed by one, None on timeout
     stdout: str
     stderr: str
+    peak: int = 0  # bytes of resident memory above the server's at its highest
+
+    def verdict(self, expect: str, workdir: Path) -> str:
+        """The run's judged outcome (``hostile.judged``), unless it ran a payload's code or
+        went over the memory budget."""
+        from hostile import judged, outcome
+
+        if (workdir / MARKER).exists():
+            return "code executed"
+        if self.peak > BUDGET:
+            return "over budget"
+        return judged(expect, outcome(self.status, self.stderr))
 
     def __str__(self) -> str:
         tail = " | ".join(self.stderr.strip().splitlines()[-3:])
@@ -46,6 +62,11 @@ def _preload() -> None:
     import canonqnn.rewrites  # noqa: F401
     import onnxruntime  # noqa: F401
 
+    try:  # the torch extra: .pt2 cases then cost no torch import each
+        import canonqnn.frontends.torch.importer  # noqa: F401
+    except ImportError:
+        pass
+
 
 def _child(request: dict) -> None:
     """In the forked child: become ``canonqnn ARGV`` and exit as it would."""
@@ -55,6 +76,12 @@ def _child(request: dict) -> None:
                             (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
         os.dup2(os.open(path, flags), fd)
     os.chdir(request["cwd"])
+    try:  # the peak starts here: the server's memory, shared, is not the command's
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    Path(request["baseline"]).write_text(str(_resident()))
     code = 1
     try:
         selftest = request.get("selftest")
@@ -64,6 +91,9 @@ def _child(request: dict) -> None:
             time.sleep(3600)
         elif selftest == "raise":
             raise RuntimeError("selftest")
+        elif selftest == "allocate":  # 256 MiB touched: the peak the runner must see
+            bytearray(256 * 2**20)
+            os._exit(0)
         from canonqnn.cli import main
 
         sys.argv = ["canonqnn", *request["argv"]]
@@ -84,19 +114,29 @@ def _child(request: dict) -> None:
         os._exit(code)
 
 
-def _wait(pid: int, timeout: float) -> int | None:
+def _wait(pid: int, timeout: float) -> tuple[int | None, int]:
+    """The child's exit status (None on timeout) and its peak resident memory in bytes."""
     deadline = time.monotonic() + timeout
     delay = 0.002
     while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
+        done, status, usage = os.wait4(pid, os.WNOHANG)
         if done:
-            return os.waitstatus_to_exitcode(status)
+            return os.waitstatus_to_exitcode(status), usage.ru_maxrss * 1024
         if time.monotonic() > deadline:
             _kill_group(pid)
-            os.waitpid(pid, 0)
-            return None
+            _, _, usage = os.wait4(pid, 0)
+            return None, usage.ru_maxrss * 1024
         time.sleep(delay)
         delay = min(delay * 2, 0.05)
+
+
+def _resident() -> int:
+    """This process's resident memory in bytes (a forked child starts with it)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def _kill_group(pid: int) -> None:
@@ -107,6 +147,7 @@ def _kill_group(pid: int) -> None:
 
 
 def serve() -> None:
+    os.environ.setdefault("CANONQNN_MAX_MEMORY", str(BUDGET))
     _preload()
     channel = os.fdopen(os.dup(1), "w")
     os.dup2(os.open(os.devnull, os.O_WRONLY), 1)  # nothing else may write on the channel
@@ -115,9 +156,13 @@ def serve() -> None:
         pid = os.fork()
         if pid == 0:
             _child(request)
-        status = _wait(pid, request["timeout"])
+        status, peak = _wait(pid, request["timeout"])
         _kill_group(pid)  # whatever the command left running (runtime processes)
-        channel.write(json.dumps({"status": status}) + "\n")
+        try:
+            baseline = int(Path(request["baseline"]).read_text())
+        except (OSError, ValueError):
+            baseline = peak
+        channel.write(json.dumps({"status": status, "peak": max(peak - baseline, 0)}) + "\n")
         channel.flush()
 
 
@@ -134,15 +179,17 @@ class Server:
             timeout: float = TIMEOUT, selftest: str | None = None) -> Run:
         out, err = os.path.join(self._dir, "stdout"), os.path.join(self._dir, "stderr")
         request = {"argv": list(argv), "cwd": os.fspath(cwd or self._dir), "stdout": out,
-                   "stderr": err, "timeout": timeout, "selftest": selftest}
+                   "stderr": err, "timeout": timeout, "selftest": selftest,
+                   "baseline": os.path.join(self._dir, "baseline")}
+        Path(request["baseline"]).unlink(missing_ok=True)  # the child writes its own
         self._proc.stdin.write(json.dumps(request) + "\n")
         self._proc.stdin.flush()
         reply = self._proc.stdout.readline()
         if not reply:
             raise RuntimeError("the run server exited")
-        status = json.loads(reply)["status"]
+        reply = json.loads(reply)
         read = lambda p: Path(p).read_text(errors="replace")  # noqa: E731
-        return Run(list(argv), status, read(out), read(err))
+        return Run(list(argv), reply["status"], read(out), read(err), reply["peak"])
 
     def close(self) -> None:
         self._proc.stdin.close()
@@ -154,13 +201,11 @@ class Server:
 
 def run_case(case, bases, server: Server, workdir: Path) -> list[tuple[Run, str]]:
     """Every command of ``case``, each with its judged outcome."""
-    from hostile import judged, outcome
-
     workdir.mkdir(parents=True, exist_ok=True)
     results = []
     for argv in case.make(bases, workdir):
         run = server.run(argv, cwd=workdir)
-        results.append((run, judged(case.expect, outcome(run.status, run.stderr))))
+        results.append((run, run.verdict(case.expect, workdir)))
     return results
 
 
@@ -174,11 +219,13 @@ def main(args: list[str]) -> int:
     root = Path(tempfile.mkdtemp(prefix="canonqnn-corpus-"))
     bases = Bases(root, lambda argv: server.run(argv, cwd=root))
     table: dict[str, Counter] = defaultdict(Counter)
+    peaks: Counter = Counter()
     failed = []
     started = time.monotonic()
     for k, case in enumerate(cases, 1):
         for run, got in run_case(case, bases, server, root / case.family / case.name):
             table[case.family][got] += 1
+            peaks[case.family] = max(peaks[case.family], run.peak)
             if got in FAILURES or got.startswith("exit"):
                 failed.append((case.id, got, run))
         print(f"\r[{k}/{len(cases)}] {case.id:<60}", end="", file=sys.stderr, flush=True)
@@ -187,14 +234,15 @@ def main(args: list[str]) -> int:
     columns = ["accepted", "refused", *FAILURES]
     columns += sorted({o for c in table.values() for o in c} - set(columns))
     print(f"{len(cases)} cases, {sum(sum(c.values()) for c in table.values())} runs, "
-          f"{time.monotonic() - started:.0f} s")
-    print("| family | cases | " + " | ".join(columns) + " |")
-    print("|---|---|" + "---|" * len(columns))
+          f"{time.monotonic() - started:.0f} s; memory budget {BUDGET / 2**30:g} GiB a command")
+    print("| family | cases | " + " | ".join(columns) + " | peak MiB |")
+    print("|---|---|" + "---|" * (len(columns) + 1))
     per_family = Counter(c.family for c in cases)
     for family in per_family:
         counts = table[family]
         print(f"| {family} | {per_family[family]} | "
-              + " | ".join(str(counts[c]) for c in columns) + " |")
+              + " | ".join(str(counts[c]) for c in columns)
+              + f" | {peaks[family] / 2**20:.0f} |")
     for case_id, got, run in failed:
         print(f"FAIL {case_id}: {got}: {run}")
     return 1 if failed else 0

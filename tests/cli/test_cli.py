@@ -162,6 +162,29 @@ def test_bad_input_is_one_clear_error_without_traceback(tmp_path, capsys, make, 
     assert "Traceback" not in err
 
 
+def test_every_line_of_a_refusal_is_an_error_line(tmp_path, capsys):
+    """A message of several lines (the unsupported nodes, then how to cut the model) is printed
+    a ``canonqnn: error:`` line each: no line of stderr reads as other output."""
+    model = _qdq_model("Det")
+    model.graph.node.insert(3, helper.make_node("Det", ["xf"], ["d2"], name="second_det"))
+    model.graph.output.append(helper.make_tensor_value_info("d2", TensorProto.FLOAT, None))
+    assert main(["convert", _save(model, tmp_path / "m.onnx"), "-o", str(tmp_path / "o.json")]) \
+        == EXIT_ERROR
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 3 and all(line.startswith("canonqnn: error: ") for line in lines), lines
+    assert any("node 'second_det' (op Det)" in line for line in lines), lines
+
+
+@pytest.mark.parametrize("target", ["cuda", "llvm -mcpu=no-such-cpu"])
+def test_a_refused_target_prints_only_the_refusal(tmp_path, capfd, target):
+    """TVM and LLVM log what they guess about a target on the process's stderr (a CUDA version,
+    a default CPU): a refused target prints the one error line only."""
+    path = _save(_qdq_model(), tmp_path / "m.onnx")
+    assert main(["build", path, "--target", target, "-o", str(tmp_path / "m.so")]) == EXIT_ERROR
+    err = capfd.readouterr().err
+    assert err.startswith(f"canonqnn: error: target {target!r}: ") and err.count("\n") == 1, err
+
+
 def test_missing_file_is_an_error(tmp_path, capsys):
     assert main(["parity", str(tmp_path / "nope.onnx")]) == EXIT_ERROR
     assert "no such file" in capsys.readouterr().err
@@ -341,6 +364,11 @@ def test_an_output_that_is_a_directory_is_refused_before_any_work(tmp_path, caps
                                                                   command):
     assert main([*command, str(tmp_path)]) == EXIT_ERROR
     assert _one_error(capsys) == f"output {str(tmp_path)!r} is a directory; give a file name"
+
+
+def test_a_negative_seed_is_refused_before_any_work(capsys, no_work):
+    assert main(["parity", "m.onnx", "--seed", "-1"]) == EXIT_ERROR
+    assert _one_error(capsys) == "--seed -1: the seed must be 0 or more"
 
 
 def test_convert_to_a_full_device_is_an_error_not_a_short_file(tmp_path, capsys):

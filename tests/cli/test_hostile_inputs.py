@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from hostile import ACCEPTED, FAILURES, REFUSED, Bases, corpus, judged, outcome
-from hostile_runner import Server, run_case
+from hostile_runner import BUDGET, MARKER, Run, Server, run_case
 
 CASES = corpus()
 
@@ -44,7 +44,8 @@ def test_corpus_is_large_and_covers_every_family_and_command():
     assert len(CASES) >= 300
     families = Counter(c.family for c in CASES)
     assert set(families) == {"onnx-model", "tflite-model", "onnx-bytes", "tflite-bytes",
-                             "module-json", "library", "inputs", "arguments"}
+                             "module-json", "library", "inputs", "arguments", "pt2",
+                             "module-bombs", "memory-bombs", "verdicts"}
     assert all(any(c.fast for c in CASES if c.family == f) for f in families)
     assert sum(c.expect == REFUSED for c in CASES) >= 150
     assert sum(c.expect == ACCEPTED for c in CASES) >= 8
@@ -60,9 +61,39 @@ def test_corpus_is_large_and_covers_every_family_and_command():
     (2, "canonqnn: error: bad model", REFUSED, "refused"),
     (2, "usage: canonqnn ...\ncanonqnn convert: error: bad option", REFUSED, "refused"),
     (2, "something else", REFUSED, "exit 2"),
+    (2, "canonqnn: error: a: 2 unsupported nodes:\ncanonqnn: error:   node 'n' (op X): why",
+     REFUSED, "refused"),
+    (2, "canonqnn: error: a: 2 unsupported nodes:\n  node 'n' (op X): why", REFUSED,
+     "noisy refusal"),
+    (2, "2026-01-01 [W:onnxruntime] a warning\ncanonqnn: error: bad model", REFUSED,
+     "noisy refusal"),
+    (2, "canonqnn: error: m.onnx: ValueError: bad value", REFUSED, "raw exception text"),
+    (2, "canonqnn: error: m.tflite: IndexError", REFUSED, "raw exception text"),
+    (2, "canonqnn: error: m.json: TVMError: check failed", REFUSED, "raw exception text"),
+    (2, "usage: canonqnn run [-h]\n    more usage\ncanonqnn run: error: bad option", REFUSED,
+     "refused"),
+    (2, "usage: canonqnn run [-h]\ncanonqnn run: error: bad option\nmore", REFUSED,
+     "exit 2"),
 ])
 def test_outcomes_are_judged_strictly(status, stderr, expect, verdict):
     assert judged(expect, outcome(status, stderr)) == verdict
+
+
+def test_a_run_that_ran_a_payload_or_went_over_the_budget_fails_whatever_it_printed(tmp_path):
+    refused = Run(["convert", "m.pt2"], 2, "", "canonqnn: error: m.pt2: refused")
+    assert refused.verdict(REFUSED, tmp_path) == "refused"
+    assert Run(refused.argv, 2, "", refused.stderr, BUDGET + 1).verdict(
+        REFUSED, tmp_path) == "over budget"
+    (tmp_path / MARKER).touch()
+    assert refused.verdict(REFUSED, tmp_path) == "code executed"
+    assert {"code executed", "over budget"} <= set(FAILURES)
+
+
+def test_the_runner_measures_a_commands_peak_memory(server, tmp_path):
+    run = server.run(["--version"], cwd=tmp_path)
+    assert 0 <= run.peak < 2**30
+    grows = server.run([], cwd=tmp_path, selftest="allocate")
+    assert grows.peak >= 200 * 2**20
 
 
 @pytest.mark.parametrize("selftest, status", [("abort", -6), ("hang", None), ("raise", 1)])

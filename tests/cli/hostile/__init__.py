@@ -16,13 +16,21 @@ from __future__ import annotations
 from .artifacts import Bases, damaged_cases, garbage_cases, model_commands, module_commands
 from .case import ACCEPTED, EITHER, FAILURES, REFUSED, SEED, Case, judged, outcome
 from .files import library_cases, module_cases
+from .memory_bombs import memory_bomb_cases
 from .models import onnx_cases, tflite_cases
+from .module_bombs import module_bomb_cases
+from .pt2 import pt2_cases
 from .runs import argument_cases, input_cases
+from .verdicts import verdict_cases
 
 
 def corpus() -> list[Case]:
     cases = onnx_cases() + tflite_cases() + module_cases() + library_cases() + input_cases() \
         + argument_cases()
+    cases += memory_bomb_cases()
+    cases += pt2_cases()
+    cases += verdict_cases()
+    cases += module_bomb_cases()
     model = lambda p, d, b=None: model_commands(p, d, build=False, parity=False)  # noqa: E731
     cases += damaged_cases("onnx-bytes", "onnx", ".onnx",
                            {"truncated": 12, "bitflip": 40, "bytes_overwritten": 12}, 2, model)

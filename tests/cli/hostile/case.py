@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,7 +30,23 @@ class Case:
 
 
 FAILURES = ("crash", "hang", "traceback", "internal error", "accepted invalid",
-            "refused valid")
+            "refused valid", "noisy refusal", "raw exception text", "code executed",
+            "over budget")
+
+# A refusal says what is wrong in canonqnn's words: an exception class's name in it means a
+# library's message was passed through (Python's own exceptions, and those of the libraries
+# canonqnn calls: TVM, onnx, protobuf, onnxruntime).
+_EXCEPTION_NAMES = sorted(
+    {name for name, value in vars(builtins).items()
+     if isinstance(value, type) and issubclass(value, BaseException)
+     and not issubclass(value, Warning)}
+    | {"TVMError", "InternalError", "DecodeError", "ValidationError", "InferenceError",
+       "ONNXRuntimeError", "Fail", "InvalidArgument", "InvalidGraph", "RuntimeException"})
+_RAW_EXCEPTION = re.compile(r"\b(?:" + "|".join(_EXCEPTION_NAMES) + r")\b")
+_ERROR_LINE = "canonqnn: error: "
+# argparse's own refusals: the usage, then ``canonqnn CMD: error: ...``
+_USAGE_ERROR = re.compile(r"\Ausage: canonqnn.*^canonqnn( [a-z]+)?: error: [^\n]*\n?\Z",
+                          re.M | re.S)
 
 
 def outcome(status: int | None, stderr: str) -> str:
@@ -42,7 +59,14 @@ def outcome(status: int | None, stderr: str) -> str:
         return "traceback"
     if status == 3 or "internal error" in stderr:
         return "internal error"
-    if status == 2 and re.search(r"^canonqnn( [a-z]+)?: error: ", stderr, re.M):
+    if status == 2 and _USAGE_ERROR.match(stderr.strip() + "\n"):
+        return "refused"
+    if status == 2 and re.search(r"^canonqnn: error: ", stderr, re.M):
+        lines = stderr.strip().splitlines()
+        if not all(line.startswith(_ERROR_LINE) for line in lines):
+            return "noisy refusal"  # a library's output, or a message's continuation lines
+        if _RAW_EXCEPTION.search(stderr):
+            return "raw exception text"
         return "refused"
     if status in (0, 1):
         return "accepted"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -100,6 +101,39 @@ def _zp_type(m):
     _node(m, "dq_x").input[2] = "u8_z"
 
 
+def _consistent_scales(x_s=None, w_s=None, y_s=None):
+    """New input, weight or output scales, with the bias scale kept ``x_s * w_s`` (else the
+    conv does not fold and stays float)."""
+    def edit(m):
+        read = lambda name: numpy_helper.to_array(_init(m, name))  # noqa: E731
+        xs = np.float32(read("x_s") if x_s is None else x_s)
+        ws = read("w_s") if w_s is None else np.full(8, w_s, np.float32)
+        for name, value in (("x_s", xs), ("w_s", ws), ("y_s", y_s)):
+            if value is not None:
+                _set_init(m, name, value)
+        with np.errstate(over="ignore"):
+            _set_init(m, "b_s", (ws * xs).astype(np.float32))
+    return edit
+
+
+def _qlinearconv_zero_point_type(m):
+    """The conv as one QLinearConv whose input x is uint8 and x_zero_point int8 (the schema's
+    T1 binds both to one type)."""
+    rng = np.random.default_rng(0)
+    inits = [numpy_helper.from_array(np.array(0.05, np.float32), "s"),
+             numpy_helper.from_array(np.array(0, np.int8), "z_i8"),
+             numpy_helper.from_array(np.array(128, np.uint8), "z_u8"),
+             numpy_helper.from_array(rng.integers(-127, 128, (8, 4, 3, 3)).astype(np.int8), "w"),
+             numpy_helper.from_array(np.array(0, np.int8), "w_z")]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z_u8"], ["xq"], name="quant_x"),
+             helper.make_node("QLinearConv", ["xq", "s", "z_i8", "w", "s", "w_z", "s", "z_u8"],
+                              ["yq"], name="qconv", pads=[1, 1, 1, 1]),
+             helper.make_node("DequantizeLinear", ["yq", "s", "z_u8"], ["y"], name="dq_y")]
+    del m.graph.node[:], m.graph.initializer[:]
+    m.graph.node.extend(nodes)
+    m.graph.initializer.extend(inits)
+
+
 def _float_chain(count: int):
     """``count`` float Relu nodes between the input's DequantizeLinear and the Conv: float
     pre-processing a real model keeps (each once cost 0.2-0.35 s of build time)."""
@@ -156,6 +190,8 @@ def onnx_cases() -> list[Case]:
         onnx_case("dq_axis_wraps", REFUSED, attr("dq_w", "axis", -5)),
         onnx_case("dq_axis_wrong_dim", REFUSED, attr("dq_w", "axis", 1)),
         onnx_case("zero_point_dtype_mismatch", REFUSED, _zp_type, fast=True),
+        onnx_case("qlinearconv_zero_point_dtype_mismatch", REFUSED,
+                  _qlinearconv_zero_point_type),
         onnx_case("float_relu_chain_300", ACCEPTED, _float_chain(300)),
         onnx_case("float_relu_chain_3000", ACCEPTED, _float_chain(3000), parity=False),
     ]
@@ -165,13 +201,20 @@ def onnx_cases() -> list[Case]:
             cases.append(onnx_case(f"scale_{tensor}_{label}", REFUSED,
                                    _scale(tensor, np.full(shape, value, np.float32)),
                                    fast=label == "nan"))
-    # Extreme but finite scales: onnxruntime computes a defined result (all zero points, or
-    # saturated), which the build matches; refused only where canonqnn's own arithmetic
-    # breaks. A multiplier of 1e35 saturates every nonzero accumulator: parity may then
-    # report where onnxruntime's float rounding lands on the other side (docs/errors.md).
+    # Extreme but finite scales: onnxruntime computes a defined result where every output is
+    # the zero point, which the build matches. A requantization multiplier above 254.5
+    # (qparams.saturating_multiplier) saturates every nonzero accumulator: refused, as is an
+    # accumulator scale x_s * w_s that overflows float32. An input scale of 3e38 without its
+    # bias scale leaves the conv float (it does not fold): it builds, or is refused.
     cases.append(onnx_case("scale_y_1e38", ACCEPTED, _scale("y_s", np.float32(1e38))))
     cases.append(onnx_case("scale_x_1e-38", ACCEPTED, _scale("x_s", np.float32(1e-38))))
-    cases.append(onnx_case("scale_y_1e-38", EITHER, _scale("y_s", np.float32(1e-38))))
+    cases.append(onnx_case("scale_y_1e-38", REFUSED, _scale("y_s", np.float32(1e-38)),
+                           fast=True))
+    cases.append(onnx_case("scale_w_1e38", REFUSED, _consistent_scales(w_s=1e38)))
+    cases.append(onnx_case("scale_y_requant_255", REFUSED,
+                           _consistent_scales(x_s=0.5, w_s=0.5, y_s=np.float32(0.25 / 255))))
+    cases.append(onnx_case("scale_y_requant_254", ACCEPTED,
+                           _consistent_scales(x_s=0.5, w_s=0.5, y_s=np.float32(0.25 / 254))))
     cases.append(onnx_case("scale_x_3e38", EITHER, _scale("x_s", np.float32(3e38))))
     return cases
 
@@ -229,6 +272,29 @@ def _no_zero_points() -> bytes:
                            lambda f: lambda b, v: None)(tflite_conv)
 
 
+def _edited_conv(edit: Callable[[object, list[int], list[int]], tuple[list[int], list[int]]]) \
+        -> bytes:
+    """``tflite_conv()`` with ``edit(writer, inputs, outputs)`` applied when it writes (returns
+    the graph inputs and outputs to write)."""
+    from canonqnn.testing.tflite_writer import GraphWriter
+
+    original = GraphWriter.finish
+
+    def finish(self, inputs, outputs, *args, **kwargs):
+        return original(self, *edit(self, list(inputs), list(outputs)), *args, **kwargs)
+    GraphWriter.finish = finish
+    try:
+        return tflite_conv()
+    finally:
+        GraphWriter.finish = original
+
+
+def _filter_zero_point(writer, inputs, outputs):
+    w = writer.tensors[1]
+    writer.tensors[1] = replace(w, zero_point=np.full(w.zero_point.shape, 5, np.int64))
+    return inputs, outputs
+
+
 def tflite_cases() -> list[Case]:
     cases = [
         tflite_case("valid", ACCEPTED, tflite_conv, fast=True),
@@ -249,6 +315,10 @@ def tflite_cases() -> list[Case]:
         tflite_case("schema_version_99", REFUSED, lambda: _schema_version(99)),
         tflite_case("options_of_another_table", REFUSED, _options_of_pool, fast=True),
         tflite_case("missing_zero_points", REFUSED, _no_zero_points),
+        tflite_case("filter_zero_point_5", REFUSED, lambda: _edited_conv(_filter_zero_point),
+                    fast=True),
+        tflite_case("no_graph_outputs", REFUSED, lambda: _edited_conv(lambda w, i, o: (i, []))),
+        tflite_case("output_scale_1e-8", REFUSED, lambda: tflite_conv(out_scale=1e-8)),
     ]
     for where, kwargs in (("input", "in_scale"), ("output", "out_scale"),
                           ("weight", "w_scale"), ("bias", "bias_scale")):

@@ -314,6 +314,21 @@ def test_input_of_a_type_the_schema_does_not_take_is_refused_naming_the_node():
              "'condition'")
 
 
+@pytest.mark.parametrize("x_zp, w_zp, inputs", [
+    (np.int8(0), np.int8(0), "'x' and 'xz'"), (np.uint8(3), np.uint8(0), "'w' and 'wz'")])
+def test_inputs_sharing_a_type_variable_must_have_one_type(x_zp, w_zp, inputs):
+    """QLinearConv's T1 binds x and x_zero_point, T2 w and w_zero_point (onnxruntime refuses
+    the model): refused naming both inputs and their types."""
+    inits = [_const("s", np.float32(0.1)), _const("xz", x_zp), _const("yz", np.uint8(3)),
+             _const("w", np.ones((4, 4, 3, 3), np.int8)), _const("wz", w_zp)]
+    node = helper.make_node("QLinearConv", ["x", "s", "xz", "w", "s", "wz", "s", "yz"], ["y"],
+                            name="q")
+    model = _model([node], [_t("x", [1, 4, 8, 8], U8)], [_t("y", None, U8)], inits)
+    _refused(model, InvalidModelError,
+             rf"node 'q' \(op QLinearConv\): inputs {inputs} have different types "
+             r"\(tensor\((u?int8)\), tensor\((u?int8)\)\), but QLinearConv-10 takes one type for T")
+
+
 # ------------------------------------------------------------------------------ exporters' forms
 def _qlinear_add(domain):
     inits = [_const("s", np.float32(0.1)), _const("z", np.uint8(3))]

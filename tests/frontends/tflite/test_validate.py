@@ -3,11 +3,13 @@ shapes, quantization parameters, operator codes and options, damaged flatbuffers
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 import tflite
 from _tflite import T, single_op
-from ai_edge_litert.interpreter import Interpreter
+from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
 from canonqnn.errors import (CanonqnnError, InvalidModelError, InvalidQuantizationError,
                              UnsupportedError)
@@ -68,6 +70,25 @@ def refused(model: bytes, error: type, *words: str) -> str:
 ])
 def test_graph_inputs_and_outputs_must_be_tensors(inputs, outputs, words):
     refused(graph(inputs=inputs, outputs=outputs), InvalidModelError, *words)
+
+
+def test_a_model_without_graph_outputs_is_refused():
+    refused(graph(outputs=[]), InvalidModelError,
+            "subgraph 0 has no outputs: the model computes nothing")
+
+
+@pytest.mark.parametrize("kind, count", [("CONV_2D", 1), ("CONV_2D", 2), ("ADD", 1),
+                                         ("FULLY_CONNECTED", 1), ("TRANSPOSE_CONV", 2)])
+def test_operators_take_the_number_of_inputs_the_interpreter_takes(kind, count):
+    """Too few inputs: refused naming the count, as the interpreter refuses the model."""
+    low, high = validate.INPUT_COUNTS[kind]
+    takes = f"{low}" if low == high else f"{low} or {high}"
+    x = T((1, 4, 4, 4), "int8", 0.05, 0)
+    model = single_op(kind, [x] * count, [T((1, 4, 4, 4), "int8", 0.1, 0)])
+    with pytest.raises((ValueError, RuntimeError)):  # (at load, or in the kernel's Prepare)
+        Interpreter(model_content=model).allocate_tensors()
+    refused(model, InvalidModelError,
+            f"operator #0 ({kind}): {count} inputs; the TFLite interpreter's {kind} takes {takes}")
 
 
 def test_operator_tensor_indices_are_in_range():
@@ -182,6 +203,27 @@ def test_bit_flipped_models_are_read_or_refused_with_a_named_error():
     assert min(outcomes.values()) > 20, outcomes  # both outcomes are exercised
 
 
+def test_damaged_flatbuffers_are_refused_in_canonqnns_words():
+    """The flatbuffers library's own messages ("bad number -15944 for type uint32", "buffer is
+    smaller than requested size") and exception names stay out of the refusal."""
+    base = conv()
+    rng = np.random.default_rng(5)
+    damaged = []
+    for _ in range(300):
+        data = bytearray(base)
+        for _ in range(int(rng.integers(1, 4))):
+            data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+        try:
+            read_model(bytes(data))
+        except CanonqnnError as exc:
+            if "the flatbuffer is damaged" in str(exc):
+                damaged.append(str(exc))
+    assert len(damaged) > 5
+    for message in damaged:
+        assert not re.search(r"\w+Error\b|bad number|requested size", message), message
+        assert re.search(r"damaged: (an offset|a vector|a length|a field)", message), message
+
+
 # ---------------------------------------------------------------- quantization parameters
 @pytest.mark.parametrize("value", [0.0, -0.5, np.nan, np.inf])
 @pytest.mark.parametrize("tensor, label", [("x_scale", "'in0' (#0)"), ("y_scale", "'out0' (#3)"),
@@ -232,14 +274,81 @@ def test_per_channel_scales_follow_the_quantized_dimension(scales, axis, words):
     # in * w / out = 5e-4 / 1e38: below float32's normal range (every output the zero point)
     (lambda: conv(y_scale=1e38), "operator #0 (CONV_2D): requantization multiplier 5e-42"),
     (lambda: conv(x_scale=1e-40), "below float32's normal range"),
-    # 5e-4 / 1e-38 = 5e34: TFLite would shift the accumulator left by 116 bits
-    (lambda: conv(y_scale=1e-38), "TFLite would shift the int32 accumulator left by 116 bits"),
+    # 5e-4 / 1e-38 = 5e34: every nonzero accumulator saturates (and TFLite would shift it
+    # left by 116 bits)
+    (lambda: conv(y_scale=1e-38), "operator #0 (CONV_2D): requantization multiplier 5e+34 "
+                                  "(from the scales) is above 254.5"),
+    # MUL: 0.05 * 0.05 / 1e-38: a shift of 118 bits
+    (lambda: single_op("MUL", [T((1, 4), "int8", 0.05, 0), T((1, 4), "int8", 0.05, 0)],
+                       [T((1, 4), "int8", 1e-38, 0)], fusedActivationFunction="NONE"),
+     "operator #0 (MUL): the scales make a requantization multiplier of 2^117 or more"),
     # TFLite computes 2^20 * out_scale in float32: inf, and the interpreter aborts
     (lambda: add(y_scale=1e38), "operator #0 (ADD): TFLite's ADD/SUB computes 2 * max(a_scale, "
                                 "b_scale) and 2^20 * out_scale in float32, and they overflow it"),
 ])
 def test_scales_whose_multipliers_leave_float32_range_are_refused(model, words):
     refused(model(), InvalidQuantizationError, words)
+
+
+@pytest.mark.parametrize("y_scale, dtype, saturates", [
+    # in * w = 5e-4: a multiplier of 254 leaves acc = 1 below the top from a zero point at the
+    # bottom; from 255 on, every nonzero accumulator gives an end of the range
+    (5e-4 / 254, "int8", False), (5e-4 / 255, "int8", True), (1e-8, "int8", True),
+    (5e-4 / 255, "uint8", True),
+])
+def test_accumulator_multipliers_that_saturate_every_output_are_refused(y_scale, dtype,
+                                                                        saturates):
+    model = conv(y_scale=np.float32(y_scale), dtype=dtype)
+    if not saturates:
+        read_model(model)
+        return
+    refused(model, InvalidQuantizationError, "operator #0 (CONV_2D): requantization multiplier",
+            f"is above 254.5: every nonzero accumulator saturates the {dtype} output")
+
+
+def _reference_interpreter(model: bytes) -> Interpreter:
+    """The interpreter with its reference kernels (the specification: the XNNPACK delegate
+    refuses more)."""
+    return Interpreter(model_content=model,
+                       experimental_op_resolver_type=OpResolverType.BUILTIN_REF)
+
+
+def _conv_with_filter_zero_point(zp, dtype="int8", channels=4, kind="CONV_2D") -> bytes:
+    rng = np.random.default_rng(0)
+    w_scale = np.full(channels, 0.01, np.float32)
+    zps = np.full(channels, 0, np.int64)
+    zps[-1] = zp
+    acc, act_zp = ("int64", 0) if dtype == "int16" else ("int32", 3)
+    w_shape = (1, 3, 3, 4) if kind == "DEPTHWISE_CONV_2D" else (4, 3, 3, 4)
+    options = dict(CONV, depthMultiplier=1) if kind == "DEPTHWISE_CONV_2D" else CONV
+    return single_op(kind, [
+        T((1, 5, 5, 4), dtype, 0.05, act_zp),
+        T(w_shape, "int8", w_scale, zps, rng.integers(-127, 128, w_shape).astype(np.int8),
+          3 if kind == "DEPTHWISE_CONV_2D" else 0),
+        T((4,), acc, np.float32(0.05) * np.full(4, 0.01, np.float32), np.zeros(4, np.int64),
+          np.zeros(4, acc))], [T((1, 5, 5, 4), dtype, 0.1, act_zp)], **options)
+
+
+@pytest.mark.parametrize("dtype, channels", [("int8", 4), ("int8", 1), ("int16", 4)])
+def test_conv_filter_zero_points_must_be_0(dtype, channels):
+    """The interpreter's CONV_2D refuses an int8 filter with a zero point other than 0 (int8 and
+    16x8 layers, per channel or per tensor): so does the reader, naming the filter."""
+    model = _conv_with_filter_zero_point(5, dtype, channels)
+    with pytest.raises(RuntimeError, match="zero_point"):
+        _reference_interpreter(model).allocate_tensors()
+    where = " (channel 3)" if channels > 1 else ""
+    refused(model, InvalidQuantizationError,
+            f"operator #0 (CONV_2D): filter tensor 'in1' (#1) has zero point 5{where}; the "
+            "TFLite interpreter's CONV_2D takes int8 filters with zero point 0 only")
+
+
+def test_filter_zero_points_the_interpreter_accepts_are_read():
+    """DEPTHWISE_CONV_2D takes a nonzero int8 filter zero point (its kernels ignore it: parity
+    shows where), and a zero of 0 is read for CONV_2D."""
+    for model in (_conv_with_filter_zero_point(5, kind="DEPTHWISE_CONV_2D"),
+                  _conv_with_filter_zero_point(0)):
+        _reference_interpreter(model).allocate_tensors()
+        read_model(model)
 
 
 # ---------------------------------------------------------------- codes, versions, options
@@ -289,7 +398,8 @@ def test_options_must_be_the_operators_table(monkeypatch):
         patch.setitem(writer.OPTIONS, "CONV_2D", "Pool2DOptions")
         model = single_op("CONV_2D", [
             T((1, 4, 4, 1), "int8", 0.05, 0),
-            T((1, 1, 1, 1), "int8", 0.01, 0, np.ones((1, 1, 1, 1), np.int8))],
+            T((1, 1, 1, 1), "int8", 0.01, 0, np.ones((1, 1, 1, 1), np.int8)),
+            T((1,), "int32", 0.0005, 0, np.zeros(1, np.int32))],
             [T((1, 4, 4, 1), "int8", 0.1, 0)], padding="SAME", strideH=1, strideW=1,
             filterHeight=1, filterWidth=1)
     refused(model, InvalidModelError,
