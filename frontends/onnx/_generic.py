@@ -43,6 +43,10 @@ def foldable(node: onnx.NodeProto, inputs: list[Value | None]) -> bool:
 def fold(ctx: ImportContext, node: onnx.NodeProto, inputs: list[Value | None]) -> list[Value]:
     """The node evaluated on its constant inputs."""
     feeds = {name: value.const for name, value in zip(node.input, inputs) if name}
+    size = _result_size(node.op_type, [None if v is None else np.asarray(v.const)
+                                       for v in inputs])
+    if size is not None and size > MAX_FOLDED_ELEMENTS:  # known before it is made
+        raise Unsupported(f"a constant result of {size} elements is too large to fold")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -60,6 +64,41 @@ def fold(ctx: ImportContext, node: onnx.NodeProto, inputs: list[Value | None]) -
             raise Unsupported(f"constant result of dtype {array.dtype}")
         out.append(Value(const=array, onnx_dtype=str(array.dtype)))
     return out
+
+
+def _result_size(op_type: str, inputs: list[np.ndarray | None]) -> int | None:
+    """The element count of what the ops that make tensors from their inputs' values would
+    make (None for other ops, whose results are no larger than their inputs combined), in
+    Python integers: a 16-byte shape can ask for 2^60 elements."""
+    def dims(k: int) -> list[int]:
+        value = inputs[k] if k < len(inputs) else None
+        return [] if value is None else [max(int(d), 0) for d in value.reshape(-1)]
+
+    def count(shape) -> int:
+        n = 1
+        for d in shape:
+            n *= max(int(d), 0)
+        return n
+
+    x = inputs[0] if inputs else None
+    if op_type == "ConstantOfShape":
+        return count(dims(0))
+    if op_type == "Expand" and x is not None:
+        shape, given = list(x.shape), dims(1)
+        rank = max(len(shape), len(given))
+        shape, given = [1] * (rank - len(shape)) + shape, [1] * (rank - len(given)) + given
+        return count(max(a, b) for a, b in zip(shape, given))
+    if op_type == "Tile" and x is not None:
+        return count(a * b for a, b in zip(x.shape, dims(1)))
+    if op_type == "Pad" and x is not None:
+        pads = dims(1)
+        if len(pads) == 2 * x.ndim:
+            return count(d + pads[k] + pads[k + x.ndim] for k, d in enumerate(x.shape))
+    if op_type == "Range" and len(inputs) == 3 and all(v is not None for v in inputs):
+        start, limit, delta = (float(np.asarray(v).reshape(-1)[0]) for v in inputs)
+        if delta != 0 and np.isfinite([start, limit, delta]).all():
+            return max(int(np.ceil((limit - start) / delta)), 0)
+    return None
 
 
 # Ops TVM converts whose ONNX result has a size known only at run time: TVM pads it to a fixed

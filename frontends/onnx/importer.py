@@ -69,6 +69,12 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
     if not proto.HasField("graph") or not proto.graph.node or proto.ir_version <= 0:
         raise InvalidModelError(f"{where}: not an ONNX model or truncated (no graph, no node or "
                                 "no IR version)")
+    if not base:  # external data is read from the model's folder only, never the working one
+        for init in proto.graph.initializer:
+            if init.data_location == onnx.TensorProto.EXTERNAL:
+                raise InvalidModelError(
+                    f"{where}: initializer {init.name!r} keeps its data in an external file; a "
+                    "model given in memory has no folder to read it from: give its path")
     return proto, base
 
 

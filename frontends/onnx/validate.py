@@ -30,6 +30,7 @@ import re
 import onnx
 from onnx import TensorProto, helper
 
+from canonqnn import budget
 from canonqnn.errors import InvalidModelError
 
 from ._context import dtype_name, unsupported_error
@@ -71,6 +72,7 @@ def check_model(proto: onnx.ModelProto) -> None:
     if inference_error:
         raise _onnx_failure(graph, "ONNX shape inference fails", inference_error)
     _check_declared_outputs(graph, types)
+    _check_result_sizes(graph, types)
 
 
 # ------------------------------------------------------------------------------ model level
@@ -269,6 +271,21 @@ def _infer_types(copy: onnx.ModelProto, graph: onnx.GraphProto) -> tuple[Types, 
 
 def _inferred(copy: onnx.ModelProto, strict: bool) -> onnx.ModelProto:
     return onnx.shape_inference.infer_shapes(copy, check_type=strict, strict_mode=strict)
+
+
+def _check_result_sizes(graph: onnx.GraphProto, types: Types) -> None:
+    """Every node result whose size shape inference knows within the memory budget, before
+    anything is made: a ConstantOfShape or Expand of a few bytes can ask for gigabytes, which
+    constant folding (or TVM's converters) would allocate at import."""
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            computed = types(name) if name else None
+            if computed is None or computed[1] is None or not computed[0]:
+                continue
+            elem, dims = computed
+            if all(isinstance(d, int) for d in dims):
+                budget.check_tensors([budget.Tensor(name, dtype_name(elem), tuple(dims))],
+                                     where=f"{node_label(node, index)}: ")
 
 
 def _check_declared_outputs(graph: onnx.GraphProto, types: Types) -> None:

@@ -352,24 +352,34 @@ def check_requantization(op: Any, tensors: list[Any]) -> None:
             "bits (undefined in C)")
 
 
+# Ops whose int8 filters TFLite's quantization specification makes symmetric (zero point 0).
+FILTER_OPS = ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "TRANSPOSE_CONV")
+
+
 def check_filter_zero_points(op: Any, tensors: list[Any]) -> None:
-    """CONV_2D on int8 or int16 activations takes int8 filters with zero points 0: the
-    interpreter refuses any other (conv.cc, every resolver). DEPTHWISE_CONV_2D,
-    FULLY_CONNECTED and TRANSPOSE_CONV accept one and their kernels ignore it: such a model is
-    left to ``parity``, which reports where they compute otherwise than its parameters say."""
-    if op.kind != "CONV_2D" or len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
+    """int8 filters of the conv family and FULLY_CONNECTED on int8 or int16 activations have
+    zero point 0 (TFLite's quantization specification). CONV_2D's kernels refuse any other
+    (conv.cc, every resolver); DEPTHWISE_CONV_2D, FULLY_CONNECTED and TRANSPOSE_CONV accept
+    one and ignore it, so the interpreter computes otherwise than the model's parameters say:
+    refused too, rather than built to a result no runtime gives."""
+    if op.kind not in FILTER_OPS or len(op.inputs) < 2 or min(op.inputs[:2]) < 0:
         return
     x, w = tensors[op.inputs[0]], tensors[op.inputs[1]]
+    if op.kind == "TRANSPOSE_CONV":  # its inputs: output shape, filter, activations
+        if len(op.inputs) < 3 or op.inputs[2] < 0:
+            return
+        w, x = x, tensors[op.inputs[2]]
     if x.dtype not in ("int8", "int16") or w.dtype != "int8" or not w.quantized:
         return
     nonzero = np.flatnonzero(w.zero_point)
     if nonzero.size:
         k = int(nonzero[0])
         where = f" (channel {k})" if w.zero_point.size > 1 else ""
+        how = "takes" if op.kind == "CONV_2D" else "ignores any other than"
         raise InvalidQuantizationError(
             f"{operator_label(op.index, op.kind)}: filter {tensor_label(w.name, w.index)} has "
-            f"zero point {int(w.zero_point[k])}{where}; the TFLite interpreter's {op.kind} "
-            f"takes int8 filters with zero point 0 only")
+            f"zero point {int(w.zero_point[k])}{where}; TFLite's int8 filters are symmetric "
+            f"and the interpreter's {op.kind} {how} zero point 0")
 
 
 def _largest_shift(reals: np.ndarray) -> int:

@@ -206,6 +206,9 @@ def run_case(case, bases, server: Server, workdir: Path) -> list[tuple[Run, str]
     for argv in case.make(bases, workdir):
         run = server.run(argv, cwd=workdir)
         results.append((run, run.verdict(case.expect, workdir)))
+    wrong = case.check(workdir, [run for run, _ in results]) if case.check else None
+    if wrong:
+        results.append((Run(["(the case's check)"], 0, "", wrong), "wrong result"))
     return results
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from hostile import ACCEPTED, FAILURES, REFUSED, Bases, corpus, judged, outcome
+from hostile import ACCEPTED, FAILURES, REFUSED, Bases, Case, corpus, judged, outcome
 from hostile_runner import BUDGET, MARKER, Run, Server, run_case
 
 CASES = corpus()
@@ -87,6 +87,14 @@ def test_a_run_that_ran_a_payload_or_went_over_the_budget_fails_whatever_it_prin
     (tmp_path / MARKER).touch()
     assert refused.verdict(REFUSED, tmp_path) == "code executed"
     assert {"code executed", "over budget"} <= set(FAILURES)
+
+
+def test_a_case_whose_check_finds_a_wrong_result_fails(server, bases, tmp_path):
+    case = Case("arguments", "checked", ACCEPTED, lambda b, d: [["ops"]],
+                check=lambda d, runs: None if runs[0].status else "left a wrong file")
+    (*_, (run, got)) = run_case(case, bases, server, tmp_path)
+    assert (got, run.stderr) == ("wrong result", "left a wrong file")
+    assert "wrong result" in FAILURES
 
 
 def test_the_runner_measures_a_commands_peak_memory(server, tmp_path):

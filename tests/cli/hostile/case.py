@@ -23,6 +23,8 @@ class Case:
     expect: str
     make: Callable[[Bases, Path], list[list[str]]]  # writes files in the dir, returns argvs
     fast: bool = False  # in the default test run
+    # after the runs: what is wrong with their results or the files they left, else None
+    check: Callable[[Path, list], str | None] | None = None
 
     @property
     def id(self) -> str:
@@ -31,7 +33,7 @@ class Case:
 
 FAILURES = ("crash", "hang", "traceback", "internal error", "accepted invalid",
             "refused valid", "noisy refusal", "raw exception text", "code executed",
-            "over budget")
+            "over budget", "wrong result")
 
 # A refusal says what is wrong in canonqnn's words: an exception class's name in it means a
 # library's message was passed through (Python's own exceptions, and those of the libraries

@@ -98,3 +98,24 @@ def test_unsupported_tail_error_says_where_to_cut():
     model = _model(nodes, [_float("x", [2, 3, 3])], [_float("y", None)])
     with pytest.raises(UnsupportedError, match="--outputs r "):
         load(model)
+
+
+def test_a_model_in_memory_naming_external_data_is_refused_not_read_from_the_working_directory(
+        tmp_path, monkeypatch):
+    """External data lives beside the model file; bytes have no folder, and the working
+    directory's file of that name is not the model's."""
+    import onnx
+
+    model = _model([helper.make_node("Relu", ["x"], ["y"])], [_float("x", [1, 64])],
+                   [_float("y", [1, 64])], [_const("w", np.ones((1, 64), np.float32))])
+    model.graph.node.append(helper.make_node("Add", ["y", "w"], ["z"]))
+    model.graph.output[0].name = "z"
+    onnx.save(model, str(tmp_path / "m.onnx"), save_as_external_data=True, size_threshold=0,
+              location="m.data")
+    monkeypatch.chdir(tmp_path)  # the data file is right here: still not read
+    proto = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
+    for given in (proto, proto.SerializeToString()):
+        with pytest.raises(InvalidModelError, match="initializer 'w' keeps its data in an "
+                                                    "external file.*give its path"):
+            load(given)
+    load(str(tmp_path / "m.onnx"))  # by path, read from its folder

@@ -419,3 +419,29 @@ def test_garbled_but_parseable_structure_is_refused():
         load(model)
     with pytest.raises(InvalidModelError, match="no graph"):
         read_model(onnx.ModelProto(ir_version=10))
+
+
+@pytest.mark.parametrize("op, inputs, inits", [
+    ("ConstantOfShape", ["s"], [_const("s", np.array([1 << 27], np.int64))]),
+    ("Expand", ["one", "s"], [_const("one", np.ones(1, np.float32)),
+                              _const("s", np.array([1 << 27], np.int64))]),
+])
+def test_a_result_beyond_the_memory_budget_is_refused_before_anything_is_made(op, inputs, inits):
+    """A 16-byte shape asks for 512 MiB: refused from shape inference, naming the node and the
+    tensor, before constant folding (or TVM's converter) would fill it."""
+    import tracemalloc
+
+    from canonqnn import budget
+    from canonqnn.errors import ResourceError
+
+    model = _model([helper.make_node(op, inputs, ["c"]), helper.make_node("Add", ["x", "c"], ["y"])],
+                   [_t("x", [1])], [_t("y", [1 << 27])], inits)
+    tracemalloc.start()
+    try:
+        with budget.limit("64M"), pytest.raises(
+                ResourceError, match=rf"node '#0' \(op {op}\): tensor 'c' \(float32 \[134217728\]\) "
+                                     r"needs 512 MiB; the memory budget is 64 MiB"):
+            load(model.SerializeToString())
+        assert tracemalloc.get_traced_memory()[1] < 16 * 2**20
+    finally:
+        tracemalloc.stop()
