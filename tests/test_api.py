@@ -6,6 +6,7 @@ import importlib
 
 import numpy as np
 import pytest
+from hostile.verdicts import pointing_to
 
 import canonqnn
 from canonqnn.errors import CanonqnnError, InvalidModelError, ParityError
@@ -71,17 +72,6 @@ def test_parity_reads_external_data_from_the_models_folder_not_the_working_direc
                                   .run({"x": x})["y"])
 
 
-def _pointing_to(path, location: str):
-    import onnx
-
-    proto = onnx.load(str(path), load_external_data=False)
-    for tensor in proto.graph.initializer:
-        for entry in tensor.external_data:
-            if entry.key == "location":
-                entry.value = location
-    onnx.save(proto, str(path))
-
-
 @pytest.mark.parametrize("location, says", [
     ("../secret.data", "is not inside the model's folder"),
     ("/etc/passwd", "is not inside the model's folder"),
@@ -96,7 +86,7 @@ def test_external_data_outside_the_models_folder_is_refused_naming_the_tensor(
     (tmp_path / "secret.data").write_bytes((path.parent / "conv.data").read_bytes())
     (path.parent / "link.data").symlink_to(tmp_path / "secret.data")
     (path.parent / "sub").mkdir()
-    _pointing_to(path, location)
+    pointing_to(path, location)
     for oracle in (canonqnn.api.ort_session,
                    lambda model: canonqnn.api.expose_onnx_tensors(model, ["y"])):
         with pytest.raises(InvalidModelError) as info:

@@ -34,13 +34,18 @@ def _with_external_data(d: Path, location: str = "conv.data") -> Path:
     size = (folder / "conv.data").stat().st_size
     (d / "conv.data").write_bytes(np.random.default_rng(3).bytes(size))
     if location != "conv.data":
-        proto = onnx.load(str(path), load_external_data=False)
-        for tensor in proto.graph.initializer:
-            for entry in tensor.external_data:
-                if entry.key == "location":
-                    entry.value = location
-        onnx.save(proto, str(path))
+        pointing_to(path, location)
     return path
+
+
+def pointing_to(path: Path, location: str) -> None:
+    """The ONNX model at ``path`` edited to name ``location`` as its tensors' data file."""
+    proto = onnx.load(str(path), load_external_data=False)
+    for tensor in proto.graph.initializer:
+        for entry in tensor.external_data:
+            if entry.key == "location":
+                entry.value = location
+    onnx.save(proto, str(path))
 
 
 def _feeds(bases: Bases, d: Path, value: np.ndarray) -> list[list[str]]:

@@ -434,13 +434,13 @@ def test_a_result_beyond_the_memory_budget_is_refused_before_anything_is_made(op
     from canonqnn import budget
     from canonqnn.errors import ResourceError
 
-    model = _model([helper.make_node(op, inputs, ["c"]), helper.make_node("Add", ["x", "c"], ["y"])],
-                   [_t("x", [1])], [_t("y", [1 << 27])], inits)
+    nodes = [helper.make_node(op, inputs, ["c"]), helper.make_node("Add", ["x", "c"], ["y"])]
+    model = _model(nodes, [_t("x", [1])], [_t("y", [1 << 27])], inits)
     tracemalloc.start()
     try:
         with budget.limit("64M"), pytest.raises(
-                ResourceError, match=rf"node '#0' \(op {op}\): tensor 'c' \(float32 \[134217728\]\) "
-                                     r"needs 512 MiB; the memory budget is 64 MiB"):
+                ResourceError, match=rf"node '#0' \(op {op}\): tensor 'c' \(float32 "
+                                     r"\[134217728\]\) needs 512 MiB; the memory budget is 64 MiB"):
             load(model.SerializeToString())
         assert tracemalloc.get_traced_memory()[1] < 16 * 2**20
     finally:
