@@ -6,7 +6,7 @@ kernels handle a partial last vector with masked loads, so every element of a te
 through the same arithmetic: the result does not depend on the element's position.
 Fused multiply-adds are emulated exactly (``_f32.fma``); every other operation rounds once.
 Checked bit for bit against onnxruntime 1.31 on 10^6 float inputs per function
-(tests/tables/test_onnxruntime.py).
+(tests/tables/test_onnxruntime_tables.py).
 """
 
 from __future__ import annotations
