@@ -240,15 +240,6 @@ def _oracle_model(model: Any) -> Any:
     return copy
 
 
-def _stored_tensors(proto: Any) -> list[Any]:
-    """Every tensor of ``proto`` that may hold data: initializers and tensor attributes, in
-    subgraphs and functions too, and sparse initializers."""
-    from onnx.external_data_helper import _get_all_tensors  # the walk onnx.load uses
-
-    sparse = [t for s in proto.graph.sparse_initializer for t in (s.values, s.indices)]
-    return [*_get_all_tensors(proto), *sparse]
-
-
 def _external_data(proto: Any, folder: str) -> None:
     """Read the data of ``proto``'s tensors stored in external files into it. Their files must
     be regular files inside ``folder`` (the model's): a relative path that stays there after
@@ -256,13 +247,12 @@ def _external_data(proto: Any, folder: str) -> None:
     from onnx.external_data_helper import (ExternalDataInfo, load_external_data_for_tensor,
                                            uses_external_data)
 
-    for tensor in _stored_tensors(proto):
+    from .frontends.onnx.importer import stored_tensors
+
+    for tensor in stored_tensors(proto):  # (read_model refused any of a model in memory)
         if not uses_external_data(tensor):
             continue
         where = f"tensor {tensor.name!r}: its data file"
-        if not folder:
-            raise InvalidModelError(f"{where} cannot be found: the model was given in memory, "
-                                    "not by its path (load it with its data, or give its path)")
         location = ExternalDataInfo(tensor).location
         root = os.path.realpath(folder)
         resolved = os.path.realpath(os.path.join(root, location.replace("\0", "")))
@@ -360,7 +350,9 @@ def ort_runtime(proto: Any, names: list[str], threads: int | None = None) -> Sou
     process."""
     from onnx.external_data_helper import uses_external_data
 
-    for tensor in _stored_tensors(proto):
+    from .frontends.onnx.importer import stored_tensors
+
+    for tensor in stored_tensors(proto):
         if uses_external_data(tensor):  # onnxruntime would look for it in the working directory
             raise ParityError(f"tensor {tensor.name!r} of the model given to onnxruntime keeps "
                               "its data in an external file: read it in first "

@@ -60,14 +60,6 @@ def _output_file(path: str) -> str:
     return path
 
 
-def _write_file(path: str, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` whole or not at all (``io.replacing``: an existing file stays
-    as it was when the disk is full), or raise ``CanonqnnError``."""
-    from .io import write_file
-
-    write_file(path, data)
-
-
 def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
     """``NAME=1x3x224x224`` pairs fixing dynamic input dimensions."""
     if not items:
@@ -117,13 +109,14 @@ def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | N
 
 def cmd_convert(args) -> int:
     from . import _tvm
+    from .io import write_file
 
     out = _output_file(args.output or os.path.splitext(args.model)[0] + ".canonqnn.json")
     script = _output_file(args.script) if args.script else None
     mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
-    _write_file(out, _tvm.save_json(mod))
+    write_file(out, _tvm.save_json(mod))  # whole or not at all: a full disk keeps the old file
     if script:
-        _write_file(script, _tvm.script(mod))
+        write_file(script, _tvm.script(mod))
     print(report.summary())
     if args.explain:
         print("why each float island stayed float:")

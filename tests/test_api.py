@@ -98,7 +98,7 @@ def test_external_data_of_a_model_given_in_memory_is_refused(tmp_path):
     import onnx
 
     proto = onnx.load(str(_with_external_data(tmp_path / "model")), load_external_data=False)
-    with pytest.raises(InvalidModelError, match="^model bytes: initializer 'w_q' keeps its data "
+    with pytest.raises(InvalidModelError, match="^model bytes: tensor 'w_q' keeps its data "
                                                 "in an external file; a model given in memory"):
         canonqnn.api.ort_session(proto.SerializeToString())
     with pytest.raises(ParityError, match="^tensor 'w_q' of the model given to onnxruntime "

@@ -19,7 +19,7 @@ import numpy as np
 import onnx
 from onnx.reference import ReferenceEvaluator
 
-from canonqnn import _tvm
+from canonqnn import _tvm, budget
 
 from ._context import ONNX_DTYPE, ImportContext, Unsupported, Value
 
@@ -75,10 +75,7 @@ def _result_size(op_type: str, inputs: list[np.ndarray | None]) -> int | None:
         return [] if value is None else [max(int(d), 0) for d in value.reshape(-1)]
 
     def count(shape) -> int:
-        n = 1
-        for d in shape:
-            n *= max(int(d), 0)
-        return n
+        return budget.elements([max(int(d), 0) for d in shape])
 
     x = inputs[0] if inputs else None
     if op_type == "ConstantOfShape":

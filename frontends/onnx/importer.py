@@ -70,12 +70,23 @@ def read_model(model: str | os.PathLike | bytes | onnx.ModelProto) -> tuple[onnx
         raise InvalidModelError(f"{where}: not an ONNX model or truncated (no graph, no node or "
                                 "no IR version)")
     if not base:  # external data is read from the model's folder only, never the working one
-        for init in proto.graph.initializer:
-            if init.data_location == onnx.TensorProto.EXTERNAL:
+        from onnx.external_data_helper import uses_external_data
+
+        for tensor in stored_tensors(proto):
+            if uses_external_data(tensor):
                 raise InvalidModelError(
-                    f"{where}: initializer {init.name!r} keeps its data in an external file; a "
+                    f"{where}: tensor {tensor.name!r} keeps its data in an external file; a "
                     "model given in memory has no folder to read it from: give its path")
     return proto, base
+
+
+def stored_tensors(proto: onnx.ModelProto) -> list[onnx.TensorProto]:
+    """Every tensor of ``proto`` that may hold data: initializers and tensor attributes, in
+    subgraphs and functions too, and sparse initializers."""
+    from onnx.external_data_helper import _get_all_tensors  # the walk onnx.load uses
+
+    sparse = [t for s in proto.graph.sparse_initializer for t in (s.values, s.indices)]
+    return [*_get_all_tensors(proto), *sparse]
 
 
 def default_opset(proto: onnx.ModelProto) -> int | None:

@@ -214,7 +214,7 @@ def _tensors(members: _Members, folder: str, config: Any) -> dict[str, Any]:
             raise error(fqn, f"stored for device {device!r}; canonqnn reads CPU tensors")
         if len(sizes) != len(strides) or min([offset, *sizes, *strides], default=0) < 0:
             raise error(fqn, f"sizes {sizes}, strides {strides}, offset {offset}")
-        itemsize = torch.empty((), dtype=dtype).element_size()
+        itemsize = dtype.itemsize
         if member not in storages:
             data = members.read(member)
             if len(data) % itemsize:

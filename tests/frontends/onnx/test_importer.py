@@ -115,7 +115,14 @@ def test_a_model_in_memory_naming_external_data_is_refused_not_read_from_the_wor
     monkeypatch.chdir(tmp_path)  # the data file is right here: still not read
     proto = onnx.load(str(tmp_path / "m.onnx"), load_external_data=False)
     for given in (proto, proto.SerializeToString()):
-        with pytest.raises(InvalidModelError, match="initializer 'w' keeps its data in an "
+        with pytest.raises(InvalidModelError, match="tensor 'w' keeps its data in an "
                                                     "external file.*give its path"):
             load(given)
     load(str(tmp_path / "m.onnx"))  # by path, read from its folder
+    # a Constant node's tensor attribute too, not only an initializer
+    constant = helper.make_node("Constant", [], ["k"], value=proto.graph.initializer[0])
+    proto.graph.node.insert(0, constant)
+    proto.graph.node[-1].input[1] = "k"
+    del proto.graph.initializer[:]
+    with pytest.raises(InvalidModelError, match="tensor 'w' keeps its data in an external file"):
+        load(proto.SerializeToString())

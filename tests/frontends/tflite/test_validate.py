@@ -177,6 +177,14 @@ def test_root_table_offset_must_be_inside_the_file():
     refused(bytes(data[:4]) + b"XXXX" + bytes(data[8:]), InvalidModelError, "no TFL3 identifier")
 
 
+def _bit_flipped(data: bytes, rng: np.random.Generator) -> bytes:
+    """``data`` with 1-3 random bits flipped."""
+    out = bytearray(data)
+    for _ in range(int(rng.integers(1, 4))):
+        out[int(rng.integers(len(out)))] ^= 1 << int(rng.integers(8))
+    return bytes(out)
+
+
 def test_bit_flipped_models_are_read_or_refused_with_a_named_error():
     """200 seeded flips of 1-3 random bits: reading raises a canonqnn error or gives a model
     that imports or is refused with one, never another exception (the flatbuffers library
@@ -187,17 +195,15 @@ def test_bit_flipped_models_are_read_or_refused_with_a_named_error():
     rng = np.random.default_rng(20261126)
     outcomes = {"read": 0, "refused": 0}
     for _ in range(200):
-        data = bytearray(base)
-        for _ in range(int(rng.integers(1, 4))):
-            data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
+        data = _bit_flipped(base, rng)
         try:
-            read_model(bytes(data))
+            read_model(data)
         except (InvalidModelError, InvalidQuantizationError, UnsupportedError):
             outcomes["refused"] += 1
             continue
         outcomes["read"] += 1
         try:
-            load(bytes(data))
+            load(data)
         except CanonqnnError:
             pass
     assert min(outcomes.values()) > 20, outcomes  # both outcomes are exercised
@@ -210,11 +216,8 @@ def test_damaged_flatbuffers_are_refused_in_canonqnns_words():
     rng = np.random.default_rng(5)
     damaged = []
     for _ in range(300):
-        data = bytearray(base)
-        for _ in range(int(rng.integers(1, 4))):
-            data[int(rng.integers(len(data)))] ^= 1 << int(rng.integers(8))
         try:
-            read_model(bytes(data))
+            read_model(_bit_flipped(base, rng))
         except CanonqnnError as exc:
             if "the flatbuffer is damaged" in str(exc):
                 damaged.append(str(exc))
