@@ -1,12 +1,13 @@
 """The layout pass measured: each conv kernel of a network built with it and without it,
 side by side, in one run.
 
-``canonqnn.layout`` runs convs channels-last where ``conv.channels_last_form`` and its plan
+``canonqnn.build.layout`` runs convs channels-last where ``channels_last_form`` and its plan
 keep them (docs/build.md, "Layout"). This script fuses the network twice, with the pass and
 without it (every conv in its NCHW form), pairs the two builds' conv kernels in model order,
 and times each kernel alone (``time_evaluator`` median on random data, the pair one after
 the other), with the transposes the pass adds. ``--plane N`` lets planes of up to N a side
-run channels-last (the build's limit is ``conv.CHANNELS_LAST_PLANE``), to see what the
+run channels-last (the build's limit is ``channels_last.CHANNELS_LAST_PLANE``, in
+``canonqnn.build.forms``), to see what the
 limit leaves out. Threads: ``TVM_NUM_THREADS`` (``TVM_NUM_THREADS=1`` for one).
 
     TVM_NUM_THREADS=1 python benchmarks/channels_last.py
@@ -22,25 +23,25 @@ import collections
 import numpy as np
 
 import canonqnn
-from canonqnn import _tvm, dot_isa
-from canonqnn.ops import conv
+from canonqnn import _tvm
+from canonqnn.build import isa as dot_isa
+from canonqnn.build import pipeline, report, schedule, targets
+from canonqnn.build.forms import channels_last
 from canonqnn.testing import onnx_models as models
 
 
 def _kernels(mod, target, channels_last: bool) -> tuple[list[str], dict]:
     """The kernels a build calls, in order, and every kernel scheduled as the build does."""
-    from canonqnn import schedule
-
-    fused = canonqnn.builder.fuse(mod, target, channels_last=channels_last)
-    names = [name for name, _, _ in _tvm.kernel_calls(fused)[0]]
-    scheduled = _tvm.schedule_cpu(fused, schedule.plan_block, _tvm.cpu_cores(target), target)
+    fused = canonqnn.build.fuse(mod, target, channels_last=channels_last)
+    names = [name for name, _, _ in report.kernel_calls(fused)[0]]
+    scheduled = schedule.schedule_cpu(fused, schedule.plan_block, targets.cpu_cores(target), target)
     return names, _tvm.module_functions(scheduled)
 
 
 def _form(func) -> str:
     """The packed form of a conv kernel (``dot_isa.BLOCK_PLANS``; a row-form plan over the
     whole plane is ``plane``), or ``plain``."""
-    for block in _tvm.root_block_annotations(func):
+    for block in schedule.root_block_annotations(func):
         for key in dot_isa.BLOCK_PLANS:
             if key in block:
                 plane = key == dot_isa.ROWS and int(dict(block[key]).get("plane", 0))
@@ -54,7 +55,7 @@ def _micros(func, target, runs: int) -> float:
     rng = np.random.default_rng(0)
     args = [tvm.runtime.tensor(rng.integers(-5, 5, [int(d) for d in p.shape])
                                .astype(str(p.dtype))) for p in func.params]
-    kernel = _tvm.compile_kernel(func, target)
+    kernel = pipeline.compile_kernel(func, target)
     timer = kernel.time_evaluator("main", tvm.cpu(), number=runs, repeat=7)
     return float(np.median(timer(*args).results)) * 1e6
 
@@ -66,7 +67,7 @@ def _shapes(func) -> str:
 
 def compare(mod, runs: int) -> list[list[str]]:
     """Rows ``[conv, calls, NCHW form, us, channels-last form, us, ratio]`` and the totals."""
-    target = _tvm.host_target()
+    target = targets.host_target()
     (nchw_names, nchw), (last_names, last) = (_kernels(mod, target, channels_last)
                                               for channels_last in (False, True))
     convs = [[n for n in names if "conv2d" in n] for names in (nchw_names, last_names)]
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run planes of up to this side channels-last")
     args = parser.parse_args(argv)
     if args.plane is not None:
-        conv.CHANNELS_LAST_PLANE = args.plane
+        channels_last.CHANNELS_LAST_PLANE = args.plane
     model = (getattr(models, args.model)() if not args.small else
              models.mobilenet_v1_like(resolution=32))
     quantized = models.quantize(model, fmt="qdq", activation="s8", per_channel=True)

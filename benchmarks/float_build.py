@@ -21,10 +21,12 @@ import time
 
 import numpy as np
 import onnx
+import tvm
 from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
-from canonqnn import _tvm
+from canonqnn.build import runtime, targets
+from canonqnn.frontends.onnx import _tvm_onnx
 
 MIX = ("Relu", "Sigmoid", "Mul", "Add")
 
@@ -64,10 +66,10 @@ def measure(n: int, mix: bool) -> dict[str, float]:
     model = float_chain(n, mix)
     mod, report = canonqnn.canonicalize(canonqnn.load(model))
     ours = seconds(lambda: canonqnn.build(mod))
-    target = _tvm.host_target()
+    target = targets.host_target()
 
     def tvm_alone():
-        _tvm.virtual_machine(_tvm.tvm.compile(_tvm.from_onnx(model), target=target))
+        runtime.virtual_machine(tvm.compile(_tvm_onnx.from_onnx(model), target=target))
 
     return {"n": n, "float_islands": len(report.float_islands), "canonqnn": ours,
             "tvm": seconds(tvm_alone)}

@@ -22,7 +22,7 @@ module carries. Every TVM build targets this CPU (``mcpu`` from LLVM). Latency i
 ``--kernels`` instead times each kernel of the canonical build alone, with its MAC rate for
 convs and matmuls and that rate as a fraction of the host's peak int8 rate on all the build's
 threads. The peak is measured, not taken from a datasheet: one thread runs the dot-product
-instruction the build uses (``canonqnn.ops._dot``) in a loop of independent chains with the
+instruction the build uses (``canonqnn.build.forms.dot``) in a loop of independent chains with the
 weights loaded from L1 (``measured_peak_gmacs``), times the threads.
 
     python benchmarks/runtime.py                       # all four, untuned
@@ -46,8 +46,8 @@ import time
 import numpy as np
 
 import canonqnn
-from canonqnn import _tvm
-from canonqnn.api import ort_session
+from canonqnn.build import pipeline, report, schedule, targets
+from canonqnn.frontends.onnx.oracle import ort_session
 from canonqnn.testing import onnx_models as models
 
 # Real-size networks.
@@ -93,7 +93,7 @@ def canonical_build(quantized, tune: int, tuning_dir: str | None):
     mod, report = canonqnn.canonicalize(canonqnn.load(quantized))
     built = canonqnn.build(mod, tune=tune, tuning_dir=tuning_dir)
     seconds = time.perf_counter() - start
-    constants = _tvm.constant_bytes(canonqnn.builder.fuse(mod))
+    constants = pipeline.constant_bytes(canonqnn.build.fuse(mod))
     return built, seconds, constants, report
 
 
@@ -101,12 +101,12 @@ def tvm_alone_build(quantized):
     import tvm
     from tvm.relax.frontend.onnx import from_onnx
 
-    target = _tvm.host_target()
+    target = targets.host_target()
     start = time.perf_counter()
     mod = from_onnx(quantized)
     executable = tvm.compile(mod, target=target)
     seconds = time.perf_counter() - start
-    constants = _tvm.constant_bytes(_tvm.fuse_kernels(mod, target))
+    constants = pipeline.constant_bytes(pipeline.fuse_kernels(mod, target))
     return executable, seconds, constants
 
 
@@ -146,7 +146,7 @@ def bench_model(name: str, model, args) -> dict:
     feed = {models.INPUT_NAME: x}
     for threads in THREADS:
         session = default_ort_session(quantized, threads)
-        row[f"ms_ort_{threads}"] = median_ms(lambda: session.run(None, feed), args.runs)
+        row[f"ms_ort_{threads}"] = median_ms(lambda s=session: s.run(None, feed), args.runs)
     session, row["ort_exact_config"] = ort_session(quantized, threads=max(THREADS))
     row["ms_ort_exact_2"] = median_ms(lambda: session.run(None, feed), args.runs)
     ours = built.run(feed)
@@ -220,7 +220,7 @@ def measured_peak_gmacs(isa, iterations: int = 2_000_000, accumulators: int = 12
         for r in T.unroll(n):
             C[T.ramp(r * lanes, 1, lanes)] = acc[r]
 
-    lib = _tvm.compile_kernel(main, _tvm.host_target())
+    lib = pipeline.compile_kernel(main, targets.host_target())
     args = [tvm.runtime.tensor(np.ones([int(d) for d in p.shape], str(p.dtype)))
             for p in main.params]
     seconds = lib.time_evaluator("main", tvm.cpu(), number=3, repeat=3)(*args).median
@@ -230,9 +230,9 @@ def measured_peak_gmacs(isa, iterations: int = 2_000_000, accumulators: int = 12
 def host_peak() -> tuple[float, str]:
     """The host's measured peak int8 rate per thread (GMAC/s) on the dot-product ISA a build
     for it uses, and what it was measured on."""
-    from canonqnn.ops import _dot
+    from canonqnn.build.forms import dot
 
-    isa = _dot.host_isa()
+    isa = dot.host_isa()
     if isa is None:
         return 0.0, "no int8 dot-product ISA"
     return measured_peak_gmacs(isa), f"measured on {isa.name} {isa.llvm_intrinsic}"
@@ -242,7 +242,7 @@ def kernel_macs(name: str, func) -> int | None:
     """Multiply-accumulates of a conv or matmul kernel (unscheduled): what its packed
     reduction block records (``macs``), else from a plain conv's or matmul's argument
     shapes."""
-    found = [plan["macs"] for annotations in _tvm.root_block_annotations(func)
+    found = [plan["macs"] for annotations in schedule.root_block_annotations(func)
              for plan in annotations.values() if isinstance(plan, dict) and "macs" in plan]
     if found:
         return int(sum(found))
@@ -261,16 +261,14 @@ def kernel_times(name: str, model, runs: int) -> None:
     rate and its fraction of the host's peak (all the build's threads)."""
     import tvm
 
-    from canonqnn import schedule
-
     quantized = models.quantize(model, fmt="qdq", activation="s8", per_channel=True)
     mod, _ = canonqnn.canonicalize(canonqnn.load(quantized))
-    target = _tvm.host_target()
-    cores = _tvm.cpu_cores(target)
-    unscheduled = canonqnn.builder.fuse(mod, target)
-    fused = _tvm.schedule_cpu(unscheduled, schedule.plan_block, cores, target)
+    target = targets.host_target()
+    cores = targets.cpu_cores(target)
+    unscheduled = canonqnn.build.fuse(mod, target)
+    fused = schedule.schedule_cpu(unscheduled, schedule.plan_block, cores, target)
     peak, how = host_peak()
-    calls = collections.Counter(name for name, _, _ in _tvm.kernel_calls(fused)[0])
+    calls = collections.Counter(name for name, _, _ in report.kernel_calls(fused)[0])
     rng = np.random.default_rng(0)
     rows = []
     for gv, func in fused.functions_items():
@@ -279,7 +277,7 @@ def kernel_times(name: str, model, runs: int) -> None:
         shapes = [tuple(int(d) for d in p.shape) for p in func.params]
         args = [tvm.runtime.tensor(rng.integers(-5, 5, size=shape).astype(str(p.dtype)))
                 for p, shape in zip(func.params, shapes)]
-        lib = _tvm.compile_kernel(func, target)
+        lib = pipeline.compile_kernel(func, target)
         seconds = lib.time_evaluator("main", tvm.cpu(), number=runs, repeat=5)(*args).median
         macs = kernel_macs(gv.name_hint, unscheduled[gv.name_hint])
         count = calls[gv.name_hint]

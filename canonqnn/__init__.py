@@ -9,12 +9,13 @@
     result = canonqnn.parity("model.onnx")              # onnxruntime vs the TVM build
 
 Numerics profiles (``canonqnn.numerics``) name how each source runtime computes on each class of
-host; a module records the one it was converted for, and ``canonqnn.reference`` runs a module's
-numpy specification.
+host; a module records the one it was converted for, and ``canonqnn.reference``
+(``canonqnn.ops.reference``) runs a module's numpy specification.
 
-The core (``canonqnn.qparams``, ``qdq``, ``ops``, ``builder``, ``io``) knows no model format and
-no rule; ``canonqnn.frontends`` and ``canonqnn.rewrites`` build on it; this module and
-``canonqnn.api`` / ``canonqnn.cli`` tie them together.
+The core (``canonqnn.qparams``, ``qdq``, ``ops``, ``build``, ``io``) knows no model format and
+no rule: it reaches formats only through ``canonqnn.formats``; ``canonqnn.frontends`` and
+``canonqnn.rewrites`` build on it; this module, ``canonqnn.api``, ``canonqnn.oracle`` and
+``canonqnn.cli`` tie them together.
 """
 
 from __future__ import annotations
@@ -35,16 +36,16 @@ __version__ = "0.1.0"
 _LAZY = {
     "canonicalize": ("canonqnn.rewrites", "canonicalize"),
     "Report": ("canonqnn.rewrites", "Report"),
-    "build": ("canonqnn.builder", "build"),
-    "load_built": ("canonqnn.builder", "load_built"),
-    "parity": ("canonqnn.api", "parity"),
+    "build": ("canonqnn.build", "build"),
+    "load_built": ("canonqnn.build", "load_built"),
+    "parity": ("canonqnn.oracle.parity", "parity"),
     "load": ("canonqnn.api", "load"),
     "inspect_built": ("canonqnn.api", "inspect_built"),
     "frontends": ("canonqnn.frontends", None),
     "rewrites": ("canonqnn.rewrites", None),
     "ops": ("canonqnn.ops", None),
     "numerics": ("canonqnn.numerics", None),
-    "reference": ("canonqnn.reference", None),
+    "reference": ("canonqnn.ops.reference", None),
 }
 
 

@@ -24,13 +24,13 @@ A SIZE is a positive number of bytes with an optional unit: ``4096``, ``512M``, 
 What is checked (every dimension product in Python integers, which never overflow):
 
 - ``check_module`` (after conversion: ``api.load`` of a module file, ``api.canonical_module``,
-  ``api.parity``, the CLI's commands, ``builder.build``): every tensor with a static shape —
+  ``oracle.parity``, the CLI's commands, ``builder.build``): every tensor with a static shape —
   ``main``'s inputs, constants, each binding's result in every function — alone, and an
   estimate of a whole run of ``main`` (``Estimate``). A symbolic dimension cannot be bounded
   from the module: such a tensor is skipped here and bounded at run time, where ``Built.run``
   checks the actual inputs and the interface's outputs;
 - ``check_run`` (``Built.run``): the inputs, the outputs and the kernels' results of one run;
-- ``check_parity`` (``api.parity``): what a parity run holds at once, before its inputs are
+- ``check_parity`` (``oracle.parity``): what a parity run holds at once, before its inputs are
   made or a source runtime is started.
 """
 
@@ -118,15 +118,16 @@ def limit(size: int | str | None) -> Iterator[int]:
     if size is None:
         yield current()
         return
-    token = _SET.set(parse_size(size))
+    budget = parse_size(size)
+    token = _SET.set(budget)
     try:
-        yield _SET.get()
+        yield budget
     finally:
         _SET.reset(token)
 
 
 # ---------------------------------------------------------------- sizes
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def itemsize(dtype: str) -> int:
     """Bytes per element of a TVM or numpy dtype name (``int8``, ``float32``, ``bool``);
     8 for a name without a width, so that an unknown type is not undercounted."""
@@ -244,10 +245,11 @@ def _type_tensors(t: Any, name: str) -> Iterator[Tensor | str]:
     values = getattr(getattr(t, "shape", None), "values", None)
     dims = [getattr(d, "value", None) for d in _tvm.items(values)] if values is not None \
         else [None]
-    if any(not isinstance(d, int) for d in dims):
+    known = [d for d in dims if isinstance(d, int)]
+    if len(known) < len(dims):
         yield name
     else:
-        yield Tensor(name, str(t.dtype), tuple(dims))
+        yield Tensor(name, str(t.dtype), tuple(known))
 
 
 def _constants(value: Any) -> Iterator[Any]:
@@ -382,12 +384,13 @@ def check_run(io: Any, kernels: Any = None, budget: int | None = None) -> None:
     check_tensors(io_tensors(io.outputs), "output ", budget)
     total, largest = run_bytes(io, kernels)
     if total > budget:
+        assert largest is not None  # a total above a budget has a largest tensor
         raise _refusal(f"a run of the build (inputs, outputs and every kernel's result; the "
                        f"largest: {largest} {human(largest.nbytes)})", total, budget)
 
 
 def parity_bytes(io: Any, module: Estimate, runs: int, runtimes: int) -> int:
-    """What a parity run holds at once (``api.parity``), in this process and its children:
+    """What a parity run holds at once (``oracle.parity``), in this process and its children:
 
     - the inputs of every run, made before the first run (``runs`` x inputs), and a float64 or
       int64 draw of one input while they are made (8 bytes an element of the largest);
@@ -399,7 +402,7 @@ def parity_bytes(io: Any, module: Estimate, runs: int, runtimes: int) -> int:
       returns, each pickled once over the socket;
     - here, one runtime's outputs with their pickled bytes, the previous runtime's outputs
       until they are replaced, and the build's outputs (the comparison works in chunks:
-      ``api._compare``);
+      ``oracle.parity._compare``);
     - or, where an output differs, the search for the first diverging layer once the
       runtimes are closed: the reference interpreter's values (the whole estimate again) and
       one onnxruntime child holding the model's tensors.

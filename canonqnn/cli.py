@@ -13,6 +13,7 @@ import os
 import sys
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -77,7 +78,7 @@ def _parse_shapes(items: Sequence[str] | None) -> dict[str, list[int]] | None:
 
 
 def _load_options(shapes: Sequence[str] | None, outputs: str | None) -> dict:
-    options = {"input_shapes": _parse_shapes(shapes)} if shapes else {}
+    options: dict[str, Any] = {"input_shapes": _parse_shapes(shapes)} if shapes else {}
     if outputs is not None:
         names = [n for n in outputs.split(",") if n]
         if not names:
@@ -126,13 +127,12 @@ def cmd_convert(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from . import _tvm
-    from .builder import build
+    from .build import build, targets
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
     # another architecture's code is written as object files, linked where it is loaded
-    suffix = ".so" if _tvm.is_host_arch(_tvm.as_target(args.target)) else ".tar"
+    suffix = ".so" if targets.is_host_arch(targets.as_target(args.target)) else ".tar"
     out = _output_file(args.output or os.path.splitext(args.model)[0] + suffix)
     if suffix == ".tar" and not out.endswith(".tar"):
         raise CanonqnnError(f"{out}: a build for another architecture than this host's is "
@@ -156,15 +156,13 @@ def cmd_build(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .builder import load_built
+    from .build import load_built
     from .io import replacing
 
     out = _output_file(args.output or "outputs.npz")
     feeds = _parse_inputs(args.input) or {}
-    if args.reference:
-        outputs = _run_reference(args, feeds)
-    else:
-        outputs = load_built(args.library).run(feeds)
+    outputs = (_run_reference(args, feeds) if args.reference
+               else load_built(args.library).run(feeds))
     with replacing(out) as temp, open(temp, "wb") as f:  # a file object: savez adds no suffix
         np.savez(f, **outputs)
     for name, value in outputs.items():
@@ -176,9 +174,9 @@ def cmd_run(args) -> int:
 def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The numpy reference interpreter on a model or canonical module; float islands (no
     reference) run on TVM alone, and say so."""
-    from . import reference
-    from .builder import build
+    from .build import build
     from .io import checked_inputs, interface
+    from .ops import reference
 
     if args.library.endswith(".so"):
         raise CanonqnnError("--reference runs a model or a canonical module (.json), not a "
@@ -218,7 +216,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_parity(args) -> int:
-    from .api import parity
+    from .oracle.parity import parity
 
     if args.seed < 0:  # numpy's generators take none
         raise CanonqnnError(f"--seed {args.seed}: the seed must be 0 or more")
@@ -270,7 +268,7 @@ def cmd_patterns(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .demo import run_demo
+    from .testing.demo import run_demo
 
     return run_demo(args.workdir)
 

@@ -15,7 +15,7 @@ import secrets
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -48,14 +48,14 @@ class ModelIO:
 
     @staticmethod
     def from_json(data: dict[str, Any] | str) -> ModelIO:
-        if isinstance(data, str):
-            data = json.loads(data)
+        record: dict[str, Any] = json.loads(data) if isinstance(data, str) else data
+
         def tensors(items):
             return [TensorInfo(t["name"], t["dtype"], tuple(t["shape"]), t.get("lsb"))
                     for t in items]
 
-        return ModelIO(data["source"], tensors(data["inputs"]), tensors(data["outputs"]),
-                       data.get("rounding", "rne_f32"), data.get("extra", {}))
+        return ModelIO(record["source"], tensors(record["inputs"]), tensors(record["outputs"]),
+                       record.get("rounding", "rne_f32"), record.get("extra", {}))
 
 
 def module_io(mod: Any) -> ModelIO | None:
@@ -305,6 +305,7 @@ def random_inputs(io: ModelIO, seed: int = 0) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
     for info in io.inputs:
+        draw: Callable[..., np.ndarray]  # called with the number of values
         if info.dtype.startswith("float"):
             draw = rng.standard_normal
         else:

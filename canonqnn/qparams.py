@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import numpy.typing as npt
 
 from .errors import InvalidQuantizationError
 from .numerics.arithmetic import round_half_away, round_half_away_floor_f64
@@ -137,7 +138,7 @@ def f32(value) -> np.float32:
     return np.float32(value)
 
 
-def product_scale(a_scale: np.ndarray, b_scale: np.ndarray) -> np.ndarray:
+def product_scale(a_scale: npt.ArrayLike, b_scale: npt.ArrayLike) -> np.ndarray:
     """``a_scale * b_scale`` in float32: the scale of an int32 accumulator (and of its bias)."""
     return (np.asarray(a_scale, np.float32) * np.asarray(b_scale, np.float32)).astype(np.float32)
 
@@ -161,7 +162,7 @@ def activation_range(dtype: str) -> tuple[int, int]:
     return (INT16_MIN, INT16_MAX) if dtype == "int16" else (INT8_MIN, INT8_MAX)
 
 
-def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
+def quantize_value(value: float | np.float32, qp: QParams, rounding: str = "rne_f32") -> int:
     """Quantize one real number: ``round(f32(value / scale)) + zp``, saturated to the range of
     ``qp.dtype`` (int16 for 16-bit activations, else int8).
 
@@ -171,10 +172,8 @@ def quantize_value(value: float, qp: QParams, rounding: str = "rne_f32") -> int:
     """
     s = np.float32(qp.scalar_scale)
     v = np.float32(np.float32(value) / s)
-    if rounding in ("rne_f32", "xnnpack"):
-        q = np.rint(v)
-    else:
-        q = round_half_away(v)  # TfLiteRound on a float: roundf, exact
+    # TfLiteRound on a float (round_half_away) is roundf, exact
+    q = np.rint(v) if rounding in ("rne_f32", "xnnpack") else round_half_away(v)
     lo, hi = activation_range(qp.dtype)
     if not math.isfinite(float(q)):
         return hi if value > 0 else lo

@@ -45,11 +45,18 @@ from tvm import relax
 from tvm.relax.backend.utils import has_leaking_intermediate_variables
 
 import canonqnn
-from canonqnn.api import onnx_runtime, random_inputs, tflite_runtimes
+from canonqnn import formats, numerics
+from canonqnn.api import random_inputs
 from canonqnn.io import module_io
 from canonqnn.ops import REGISTRY
-from canonqnn.patterns import (OpParams, composite_calls, composite_params, describe,
-                               match_params, specs)
+from canonqnn.patterns import (
+    OpParams,
+    composite_calls,
+    composite_params,
+    describe,
+    match_params,
+    specs,
+)
 
 BACKEND = "npu"
 ROUNDINGS = ("rne_f32", "q31_double")
@@ -246,8 +253,9 @@ def run(source: str = "onnx", model: str = "mobilenet_v3", runs: int = 3, seed: 
     described, offloaded = offload(mod, roundings)
     built = canonqnn.build(offloaded)
     io = module_io(mod)
-    runtime = (tflite_runtimes(source_model, io)[0] if source == "tflite"
-               else onnx_runtime(source_model, io))
+    # the format's specification runtime, as parity runs it (canonqnn.formats)
+    runtime = formats.get(io.source).function("runtimes")(
+        source_model, io, numerics.get(report.numerics))[0]
     same = total = 0
     for k in range(runs):
         feed = random_inputs(io, seed + k)

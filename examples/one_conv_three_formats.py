@@ -34,9 +34,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
 from canonqnn import _tvm
-from canonqnn.testing.tflite_writer import GraphWriter
 from canonqnn.ops import REGISTRY, lookup
 from canonqnn.patterns import OpParams, params_of
+from canonqnn.testing.tflite_writer import GraphWriter
 
 C_IN, C_OUT, H, W = 4, 8, 8, 8
 X_QP = (0.05, -3)      # input (scale, zero point)

@@ -19,8 +19,8 @@ import itertools
 import time
 
 import canonqnn
-from canonqnn.api import OutputParity
 from canonqnn.errors import CanonqnnError
+from canonqnn.oracle.parity import OutputParity
 from canonqnn.testing import tflite_models as models
 
 RUNTIMES = ("reference", "optimized", "default+XNNPACK")

@@ -12,13 +12,14 @@ that names each failing node, graph cutting) is ``_base``.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
-
-FORMATS = ("onnx", "tflite", "torch")
 
 
 def __getattr__(name: str) -> Any:
-    # Submodules load on first use: the TFLite and PyTorch ones need optional packages.
-    if name in FORMATS:
+    # Format packages load on first use: the TFLite and PyTorch ones need optional packages.
+    # Which formats exist is the registry's to say (``canonqnn.formats``); this only finds
+    # the folders.
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,8 +11,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import (compute, dynamic, elementwise, epilogue, indexing, islands, lut, movement, pool,
-               prologue, reduce, resize, select, softmax)
+from . import (
+    compute,
+    dynamic,
+    elementwise,
+    epilogue,
+    indexing,
+    islands,
+    lut,
+    movement,
+    pool,
+    prologue,
+    reduce,
+    resize,
+    select,
+    softmax,
+)
 from ._engine import PHASE_ORDER, Decline, FloatIsland, Phase, Report, Rule, run_phases
 
 # Within a phase, rules are tried in this module order (the first that folds a chain wins;

@@ -4,8 +4,8 @@ A rule (``Rule``) is keyed by the op of the call it starts from (usually ``relax
 match steps that only read the graph, then a rewrite that emits. A step returns None for "not
 my pattern", a ``Decline`` for "my pattern, but it cannot fold" (the reason and the float op
 it concerns: the Report's float islands and near misses), or the match the next step takes.
-The walk is a ``PyExprMutator`` (TVM's DPL rewriters are quadratic in graph size) followed by
-a linear dead-binding sweep.
+The walk is ``_tvm.CallWalk`` (a ``PyExprMutator``: TVM's DPL rewriters are quadratic in graph
+size), followed by its linear dead-binding sweep; this module keeps the rules' logic.
 """
 
 from __future__ import annotations
@@ -78,7 +78,8 @@ class Rule:
         if self.phase not in PHASE_ORDER:
             raise ValueError(f"rule {self.name}: phase {self.phase!r} is not one of "
                              f"{', '.join(PHASE_ORDER)}")
-        if not isinstance(self.match, tuple) or not self.match:
+        # the annotation says tuple; a rule written elsewhere may still pass a list
+        if not isinstance(self.match, tuple) or not self.match:  # type: ignore[redundant-expr]
             raise ValueError(f"rule {self.name}: match must be a non-empty tuple of steps")
         if self.needs is None:
             object.__setattr__(self, "needs", tuple(getattr(self.match[0], "needs", ())))
@@ -179,9 +180,9 @@ class Report:
 class Context:
     """What rules see: bindings (already rewritten), use counts, an emitter."""
 
-    def __init__(self, mutator: Any, uses: Counter, source: str,
+    def __init__(self, walk: Any, uses: Counter, source: str,
                  profile: numerics.Profile) -> None:
-        self._mutator = mutator
+        self._walk = walk  # the _tvm.CallWalk rewriting the function
         self._uses = uses
         self._values: dict[int, tuple[Any, Any]] = {}  # _tvm.remembered: var -> its value
         self.binding_var: Any = None  # the variable whose value is being rewritten
@@ -213,7 +214,7 @@ class Context:
         return _tvm.remembered(self._values, expr, self._bound_value)
 
     def _bound_value(self, var: Any) -> Any:
-        bound = self._mutator.lookup_binding(var)
+        bound = self._walk.lookup_binding(var)
         return var if bound is None else bound
 
     def call(self, expr: Any, *ops: str) -> Any:
@@ -229,42 +230,33 @@ class Context:
         return not isinstance(expr, relax.Var) or self._uses[_tvm.identity(expr)] <= 1
 
     def emit(self, expr: Any) -> Any:
-        return self._mutator.builder_.emit(expr)
+        return self._walk.builder.emit(expr)
 
 
-@relax.expr_functor.mutator
-class _PhaseMutator(relax.expr_functor.PyExprMutator):
-    def __init__(self, mod: Any, rules: dict[str, list[Rule]], uses: Counter, source: str,
+class _PhaseRewrite:
+    """One phase's rules offered each call of one function (``_tvm.CallWalk`` walks it), and
+    what they did there: rules fired, declines, near misses."""
+
+    def __init__(self, walk: Any, rules: dict[str, list[Rule]], uses: Counter, source: str,
                  profile: numerics.Profile) -> None:
-        super().__init__(mod)
         self.rules = rules
-        self.ctx = Context(self, uses, source, profile)
+        self.ctx = Context(walk, uses, source, profile)
         self.fired: Counter = Counter()
         self.declines: dict[Any, str] = {}
         self.misses: dict[Any, list[NearMiss]] = {}
         # raised once the walk is over (raising inside it would leave TVM's builder open)
         self.error: InvalidQuantizationError | None = None
 
-    def release(self) -> None:
-        """End the walk: the context points back at the mutator, and that cycle would keep the
-        module version it walked, its builder and its use counts alive until the cyclic
-        garbage collector ran (a full collection, after whole phases)."""
-        self.ctx = None
-
-    def visit_var_binding_(self, binding: Any) -> None:
-        self.ctx.binding_var = binding.var
-        super().visit_var_binding_(binding)
-
-    def visit_call_(self, call: Any) -> Any:
-        call = self.visit_expr_post_order(call)
+    def __call__(self, var: Any, call: Any) -> Any:
+        self.ctx.binding_var = var
         self.ctx.root = call
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
             try:
                 result, step = rule.attempt(self.ctx, call)
             except InvalidQuantizationError as exc:
-                # a copy without the traceback, whose frames hold this mutator
+                # a copy without the traceback, whose frames hold the walk
                 self.error = self.error or InvalidQuantizationError(str(exc))
-                return call
+                return None
             if result is None:
                 continue
             if isinstance(result, Decline):
@@ -276,7 +268,7 @@ class _PhaseMutator(relax.expr_functor.PyExprMutator):
                 continue
             self.fired[rule.name] += 1
             return carry_facts(call, result)
-        return call
+        return None
 
 
 def _survey(func: Any) -> tuple[Counter, frozenset[str]]:
@@ -297,28 +289,6 @@ def _survey(func: Any) -> tuple[Counter, frozenset[str]]:
     return uses, frozenset(ops)
 
 
-def remove_dead_bindings(func: Any) -> Any:
-    """Drop unused dataflow bindings in one reverse walk (linear, unlike remove_all_unused)."""
-    seq, key = func.body, _tvm.identity
-    live = {key(var) for var in _tvm.items(relax.analysis.free_vars(seq.body))}
-    blocks = []
-    for block in reversed(_tvm.items(seq.blocks)):
-        kept = []
-        dataflow = isinstance(block, relax.DataflowBlock)
-        for binding in reversed(_tvm.items(block.bindings)):
-            var = binding.var
-            if dataflow and isinstance(var, relax.DataflowVar) and key(var) not in live:
-                continue
-            kept.append(binding)
-            value = binding.value
-            live.update([key(value)] if isinstance(value, relax.Var)
-                        else map(key, _tvm.items(relax.analysis.free_vars(value))))
-        blocks.append(type(block)(kept[::-1]))
-    new = relax.Function(func.params, relax.SeqExpr(blocks[::-1], seq.body), func.ret_ty,
-                         func.is_pure, func.attrs)
-    return relax.BlockBuilder().normalize(new)
-
-
 def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: dict,
                source: str, profile: numerics.Profile,
                surveys: dict[Any, tuple[Counter, frozenset[str]]]) -> tuple[Any, int]:
@@ -326,6 +296,7 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: d
     of functions a walk left unchanged (surveying them is a walk of its own). A function
     calling none of the ops the phase's rules start from or need is not walked."""
     fired = 0
+    walk = _tvm.CallWalk(mod)
     for gv, func in list(mod.functions_items()):
         if not isinstance(func, relax.Function):
             continue
@@ -339,28 +310,23 @@ def _run_phase(mod: Any, phase: Phase, report: Report, declines: dict, misses: d
                 rules.setdefault(rule.root, []).append(rule)
         if not rules:
             continue
-        mutator = _PhaseMutator(mod, rules, uses, source, profile)
-        try:
-            new = mutator.visit_expr(func)
-        finally:
-            mutator.release()
-        if mutator.error is not None:
-            error = mutator.error
-            del mutator  # (the raise's frame would keep it alive)
+        walked = _PhaseRewrite(walk, rules, uses, source, profile)
+        walk.rewrite(gv, func, walked)  # (where no rule fired, the function stays as it was)
+        if walked.error is not None:
+            error = walked.error
+            del walk, walked  # (the raise's frame would keep the walk alive)
             raise error
-        if mutator.fired:  # else the walk rebuilt the same function: keep it and its counts
-            mod[gv] = remove_dead_bindings(new)
-        report.counts.update(mutator.fired)
-        fired += sum(mutator.fired.values())
-        for var, found in mutator.misses.items():
+        report.counts.update(walked.fired)
+        fired += sum(walked.fired.values())
+        for var, found in walked.misses.items():
             known = misses.setdefault(var, [])
             known += [m for m in found if m not in known]
-        for var, reason in mutator.declines.items():
+        for var, reason in walked.declines.items():
             # A later phase's reason replaces an earlier one, except the profile's refusal:
             # it names the cause (the arithmetic exists, canonqnn lacks it).
             if numerics.REFUSAL not in declines.get(var, ""):
                 declines[var] = reason
-    return mod, fired
+    return walk.module(), fired
 
 
 def run_phases(mod: Any, phases: tuple[Phase, ...],
@@ -399,9 +365,7 @@ def _resolve_profile(mod: Any, source: str,
     recorded = numerics.recorded(mod)
     if recorded is not None:
         return recorded
-    from canonqnn.numerics import probe
-
-    return probe.source_profile(source)
+    return numerics.source_profile(source)
 
 
 BOUNDARY_OPS = (QUANTIZE, DEQUANTIZE)
@@ -415,7 +379,7 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
             continue
         bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
         users: dict[Any, list[str]] = {}
-        for var, value in bound.items():
+        for value in bound.values():
             for arg in getattr(value, "args", ()):
                 if isinstance(arg, relax.Var):
                     users.setdefault(arg, []).append(_tvm.op_name(value) or "")
@@ -439,7 +403,8 @@ def _declined_requantization(name: str, var: Any, declines: dict[Any, str],
                              users: list[str] | None) -> bool:
     """Whether ``var`` is a dequantize a rule declined to fold whose value only quantizes
     read: a requantization left to compute in float, which no other float op shows."""
-    return name == DEQUANTIZE and var in declines and bool(users) and set(users) == {QUANTIZE}
+    return (name == DEQUANTIZE and var in declines and users is not None
+            and set(users) == {QUANTIZE})
 
 
 def _float_tensor(expr: Any) -> bool:

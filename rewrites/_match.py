@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from canonqnn import _tvm
@@ -100,13 +100,14 @@ def strip_activation(ctx: Context, expr: Any) -> tuple[Any, Activation]:
 def per_tensor_int8(parsed: QdqCall, what: str, at: Any,
                     dtypes: tuple[str, ...] = ("int8",)) -> Decline | None:
     """A Decline unless ``parsed`` is per tensor of one of ``dtypes`` (int8; ``sixteen_bit``
-    adds int16, whose zero point must then be 0, as in TFLite's 16x8 kernels)."""
+    adds int16, whose zero point must then be 0, as the canonical ops' 16x8 constraint says)."""
     qp = parsed.qparams
     if qp.dtype not in dtypes:
         return Decline(f"{what} is {qp.dtype}, not {' or '.join(dtypes)}", at)
-    if qp.dtype == "int16" and qp.per_tensor and qp.scalar_zp != 0:
-        return Decline(f"{what} is int16 with zero point {qp.scalar_zp} (TFLite's 16x8 kernels "
-                       "require 0)", at)
+    if qp.dtype == "int16" and qp.per_tensor and (why := movement.REQUANTIZE.accepts(
+            x_dtype="int16", zero_points=(qp.scalar_zp,))) is not None:
+        # (the 16x8 activation rule every int16 op shares: canonqnn.ops._dtypes)
+        return Decline(f"{what} is int16 with zero point {qp.scalar_zp}: {why}", at)
     if not qp.per_tensor:
         return Decline(f"{what} is quantized per channel (axis {qp.axis}); per tensor required", at)
     return None
@@ -189,7 +190,8 @@ def unary_step(op: str, *, activation: bool = True, int16: bool = False,
     def step(ctx: Context, call: Any) -> UnaryChain | Decline | None:
         return unary_chain(ctx, call, op, activation=activation, int16=int16)
     step.__name__ = name or f"{op.rsplit('.', 1)[-1]}_chain"
-    step.needs = (op,)  # (Rule.needs: no pattern where nothing calls ``op``)
+    # (Rule.needs, read with getattr: no pattern where nothing calls ``op``)
+    step.needs = (op,)  # type: ignore[attr-defined]  # an attribute of this function object
     return step
 
 
@@ -228,4 +230,6 @@ class Refolded:
 
 
 def build_refolded(ctx: Context, m: Refolded) -> Any:
-    return lookup(m.call).call(m.args, m.attrs)
+    op = lookup(m.call)
+    assert op is not None  # a refolded call is a canonical op's
+    return op.call(m.args, m.attrs)

@@ -30,28 +30,22 @@ from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import QParams, product_scale
 
 from ._engine import Context, Decline, Rule
-from ._match import (ASTYPE, INT8_OR_INT32, Activation, accumulator, dequantized, output,
-                     per_tensor_int8, sixteen_bit, strip_activation)
+from ._match import (
+    ASTYPE,
+    INT8_OR_INT32,
+    Activation,
+    accumulator,
+    dequantized,
+    output,
+    per_tensor_int8,
+    sixteen_bit,
+    strip_activation,
+)
 
 CONV2D, MATMUL, ADD, MULTIPLY = "relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply"
 CONV2D_T, CONV1D_T = "relax.nn.conv2d_transpose", "relax.nn.conv1d_transpose"
 RESHAPE, PERMUTE = "relax.reshape", "relax.permute_dims"
 INT32_LIMIT = 2.0 ** 31
-
-
-def _sixteen_bit(x_qp: QParams, w_qp: QParams, out_qp: QParams, acc_dtype: str, at: Any):
-    """A Decline unless the layer is int8, or one of TFLite's 16x8 kernels: int16 in and out,
-    weight and output zero points 0 (the input's: ``per_tensor_int8``); an int64 bias only
-    there."""
-    if "int16" not in (x_qp.dtype, out_qp.dtype):
-        return Decline("int64 bias on an int8 layer", at) if acc_dtype == "int64" else None
-    if (x_qp.dtype, out_qp.dtype) != ("int16", "int16"):
-        return Decline(f"{x_qp.dtype} input with {out_qp.dtype} output (TFLite's 16x8 kernels "
-                       "read and write int16)", at)
-    if np.any(w_qp.zero_point) or out_qp.scalar_zp != 0:
-        return Decline("16x8 layer with a non-zero weight or output zero point (TFLite's 16x8 "
-                       "kernels ignore them)", at)
-    return None
 
 
 def _accumulator_of(bias: np.ndarray | None, x_qp: QParams, none: str = "int32") -> str:
@@ -62,11 +56,11 @@ def _accumulator_of(bias: np.ndarray | None, x_qp: QParams, none: str = "int32")
 
 
 def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any,
-          axis: int, out_rank: int, float_bias: bool = False):
+          axis: int, out_rank: int, canonical: Any, float_bias: bool = False):
     """An int32 bias ``dq(b)`` (optionally reshaped) whose scale is the accumulator's, added
-    along output axis ``axis`` only (one value per channel, or one for all); int64 when the
-    source stores it so (TFLite 16x8). With ``float_bias``, a float32 constant too, quantized
-    to the accumulator's scale."""
+    along output axis ``axis`` only (one value for all, broadcast here, or what the
+    ``canonical`` op's bias rule accepts); int64 when the source stores it so (TFLite 16x8).
+    With ``float_bias``, a float32 constant too, quantized to the accumulator's scale."""
     added_shape = _tvm.shape_of(expr)
     reshape = ctx.call(expr, RESHAPE)
     if reshape is not None:
@@ -82,10 +76,9 @@ def _bias(ctx: Context, expr: Any, acc_scale: np.ndarray, channels: int, at: Any
     if len(shape) != out_rank or any(d != 1 for i, d in enumerate(shape) if i != axis):
         return Decline(f"bias of shape {list(added_shape)} is not one value per output channel",
                        at)
-    if values.size not in (1, channels):
-        plural = "" if channels == 1 else "s"
-        return Decline(f"bias of {values.size} values, not one per output channel (the output "
-                       f"has {channels} channel{plural})", at)
+    if values.size != 1 and (why := canonical.accepts(bias_shape=values.shape,
+                                                      channels=channels)) is not None:
+        return Decline(why, at)
     want = np.broadcast_to(acc_scale, (channels,)).astype(np.float32)
     values = np.broadcast_to(values, (channels,))
     if parsed is None:
@@ -175,12 +168,12 @@ def conv_chain(ctx: Context, call: Any, *ops: str, int16: tuple[str, ...] = ()):
 
 
 def _conv_bias(ctx: Context, bias_expr: Any, x_qp: QParams, w_qp: QParams, channels: int,
-               at: Any, out_rank: int, out_dtype: str):
+               at: Any, out_rank: int, out_dtype: str, canonical: Any):
     """The int32 bias of a conv (zeros without one), or a Decline."""
     if bias_expr is None:
         return np.zeros(channels, np.int32)
     bias = _bias(ctx, bias_expr, product_scale(x_qp.scale, w_qp.scale), channels, at, axis=1,
-                 out_rank=out_rank, float_bias=out_dtype == "int8")
+                 out_rank=out_rank, canonical=canonical, float_bias=out_dtype == "int8")
     if bias is None:
         return Decline("bias is neither an int32 dequantize nor a float constant", at)
     return bias
@@ -208,12 +201,17 @@ def conv2d_checks(ctx: Context, m: ConvChain):
     if not w.qparams.per_tensor and w.qparams.axis != 0:
         return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
     channels = _tvm.shape_of(w.operand)[0]
-    bias = _conv_bias(ctx, m.bias_expr, x.qparams, w.qparams, channels, at, 4, out.qparams.dtype)
+    bias = _conv_bias(ctx, m.bias_expr, x.qparams, w.qparams, channels, at, 4, out.qparams.dtype,
+                      conv_ops.CONV2D)
     if isinstance(bias, Decline):
         return bias
     acc_dtype = _accumulator_of(bias if m.bias_expr is not None else None, x.qparams)
-    if (why := _sixteen_bit(x.qparams, w.qparams, out.qparams, acc_dtype, at)) is not None:
-        return why
+    why = conv_ops.CONV2D.accepts(
+        x_dtype=x.qparams.dtype, out_dtype=out.qparams.dtype, accumulator=acc_dtype,
+        rounding=ctx.rounding, zero_points=dict(w_zp=w.qparams.zero_point,
+                                                out_zp=out.qparams.zero_point))
+    if why is not None:
+        return Decline(why, at)
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, x.qparams, w.qparams, at)) is not None:
             return why
@@ -263,6 +261,7 @@ def conv_transpose_checks(ctx: Context, m: ConvChain):
     if out.qparams.dtype != "int8":
         return Decline("transposed convolution to an int32 accumulator", at)
     op = _tvm.op_name(conv)
+    assert op is not None  # the chain matched one of TRANSPOSE_LAYOUTS
     a = _tvm.attrs_dict(conv)
     layout = (a["data_layout"], a["kernel_layout"])
     if layout != TRANSPOSE_LAYOUTS[op] or a["out_layout"] != layout[0]:
@@ -274,7 +273,8 @@ def conv_transpose_checks(ctx: Context, m: ConvChain):
         return Decline(f"weight quantized along axis {w.qparams.axis}, not output channels", at)
     channels = _tvm.shape_of(w.operand)[1] * groups
     bias = _conv_bias(ctx, m.bias_expr, x.qparams, w_qp, channels, at,
-                      len(_tvm.shape_of(conv)), out.qparams.dtype)
+                      len(_tvm.shape_of(conv)), out.qparams.dtype,
+                      conv_transpose_ops.CONV2D_TRANSPOSE)
     if isinstance(bias, Decline):
         return bias
     geometry = dict(strides=a["strides"], padding=a["padding"],
@@ -334,6 +334,7 @@ def _per_column(qp: QParams, transposed: bool, rank: int) -> QParams | None:
     if qp.per_tensor:
         return qp
     axis = qp.axis
+    assert axis is not None  # per-channel parameters have their axis (QParams.make)
     if transposed and axis >= rank - 2:
         axis = 2 * rank - 3 - axis
     return QParams(qp.scale, qp.zero_point, rank - 1, qp.dtype) if axis == rank - 1 else None
@@ -442,7 +443,7 @@ def matmul_checks(ctx: Context, m: MatmulChain):
         if m.alpha != 1.0:
             acc_scale = (acc_scale * np.float32(m.alpha)).astype(np.float32)
         bias = _bias(ctx, m.bias_expr, acc_scale, columns, at, axis=len(out_shape) - 1,
-                     out_rank=len(out_shape),
+                     out_rank=len(out_shape), canonical=matmul_ops.MATMUL,
                      float_bias=ctx.numerics.matmul_float_bias and out.qparams.dtype == "int8")
         if bias is None:
             return None  # add of a quantized tensor: the add rule folds it
@@ -450,8 +451,12 @@ def matmul_checks(ctx: Context, m: MatmulChain):
             return bias
     # TFLite's 16x8 FULLY_CONNECTED accumulates in int64 without a bias (measured: exact)
     acc_dtype = _accumulator_of(bias, a.qparams, none="int64")
-    if (why := _sixteen_bit(a.qparams, b_qp, out.qparams, acc_dtype, at)) is not None:
-        return why
+    refusal = matmul_ops.MATMUL.accepts(
+        a_dtype=a.qparams.dtype, out_dtype=out.qparams.dtype, accumulator=acc_dtype,
+        rounding=ctx.rounding,
+        zero_points=dict(b_zp=b_qp.zero_point, out_zp=out.qparams.zero_point))
+    if refusal is not None:
+        return Decline(refusal, at)
     if out.qparams.dtype == "int32":
         if (why := _accumulator_output(out.qparams, a.qparams, b_qp, at)) is not None:
             return why

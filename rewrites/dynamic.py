@@ -123,8 +123,9 @@ def dynamic_product(ctx: Context, call: Any):
             return Decline("the scale is not DynamicQuantizeLinear's times a constant", at)
         w, w_zp = weight
         is_conv = _tvm.op_name(product) == "relax.nn.conv2d"
-        if not is_conv and len(_tvm.shape_of(w)) != 2:
-            return Decline("batched constant weights (dynamic_matmul takes [K, N])", at)
+        if not is_conv and (why := ops.DYNAMIC_MATMUL.accepts(
+                b_shape=_tvm.shape_of(w))) is not None:
+            return Decline(why, at)
         w_scale = _per_channel(w_scale, len(_tvm.shape_of(product)), 1 if is_conv else -1,
                                "weight scale", at)
         w_zp = _per_channel(w_zp, len(_tvm.shape_of(w)), 0 if is_conv else -1,
@@ -160,7 +161,7 @@ def dynamic_result(ctx: Context, call: Any):
 
 
 def build_dynamic_result(ctx: Context, m: DynamicResult):
-    return ops.ROLES[m.role].call([m.x], {})
+    return ops.dynamic_result(m.role, m.x)
 
 
 RULES = (

@@ -21,8 +21,15 @@ from canonqnn.ops import elementwise as ew
 from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, Activation, QuantizedOp, dequantized, per_tensor_int8,
-                     quantized_op, sixteen_bit)
+from ._match import (
+    INT8_OR_INT32,
+    Activation,
+    QuantizedOp,
+    dequantized,
+    per_tensor_int8,
+    quantized_op,
+    sixteen_bit,
+)
 
 BINARY = {"relax.add": ew.ADD, "relax.multiply": ew.MUL, "relax.subtract": ew.SUB}
 SQUARE, SUBTRACT = "relax.square", "relax.subtract"
@@ -43,12 +50,15 @@ class BinaryMatch:
 
 def binary_operands(ctx: Context, m: QuantizedOp):
     out, y = m.out, m.y
-    canonical = BINARY[_tvm.op_name(m.inner)]
+    name = _tvm.op_name(m.inner)
+    assert name is not None  # quantized_op matched one of BINARY
+    canonical = BINARY[name]
     if out.qparams.dtype == "int16" and canonical is not ew.ADD:
         return None  # no canonical int16 MUL / SUB: the islands rule names the chain
-    if out.qparams.dtype == "int16" and out.qparams.scalar_zp != 0:
-        return Decline("int16 output with a non-zero zero point (TFLite's int16 ADD requires "
-                       "0)", y)
+    if out.qparams.dtype == "int16" and (refusal := ew.ADD.accepts(
+            a_dtype="int16", b_dtype="int16", out_dtype="int16",
+            zero_points=dict(out_zp=out.qparams.scalar_zp))) is not None:
+        return Decline(refusal, y)
     dtypes = INT8_OR_INT32 + (out.qparams.dtype,)
     a = dequantized(ctx, m.inner.args[0], dtypes)
     b = dequantized(ctx, m.inner.args[1], dtypes)
@@ -113,11 +123,10 @@ def squared_difference_chain(ctx: Context, call: Any):
     for parsed, what in zip(operands, ("A", "B")):
         if (why := per_tensor_int8(parsed, what, difference)) is not None:
             return why
-    if ctx.rounding != "q31_double":
+    if (refusal := ew.SQUARED_DIFFERENCE.accepts(rounding=ctx.rounding)) is not None:
         # Declined at the subtraction: the lut rule names the square (two inputs, no table).
-        return Decline(f"canonqnn.squared_difference is TFLite's int8 SQUARED_DIFFERENCE "
-                       f"kernel (rounding q31_double); this module's rounding is "
-                       f"{ctx.rounding}, so the squared difference stays float", difference)
+        return Decline(f"canonqnn.squared_difference: {refusal}, so the squared difference "
+                       "stays float", difference)
     return SquaredDifference(m.out, m.act, *operands)
 
 

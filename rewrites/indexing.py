@@ -33,9 +33,21 @@ from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, Moved, QuantizedOp, UnaryChain, build_moved, dequantized,
-                     output, per_tensor_int8, quantized_op, requantized, sixteen_bit,
-                     strip_activation, unary_step)
+from ._match import (
+    INT8_OR_INT32,
+    Moved,
+    QuantizedOp,
+    UnaryChain,
+    build_moved,
+    dequantized,
+    output,
+    per_tensor_int8,
+    quantized_op,
+    requantized,
+    sixteen_bit,
+    strip_activation,
+    unary_step,
+)
 
 PAD, TAKE, SLICE = "relax.nn.pad", "relax.take", "relax.strided_slice"
 TILE, BROADCAST = "relax.tile", "relax.broadcast_to"
@@ -94,12 +106,10 @@ def pad_geometry(ctx: Context, m: QuantizedOp):
     if mode is None:
         return Decline(f"pad mode {a['pad_mode']} has no canonical form", y)
     widths = [int(w) for w in a["pad_width"]]
-    if any(w < 0 for w in widths):
-        return Decline("negative padding (cropping)", y)
-    limit = {"reflect": 1, "wrap": 0}.get(mode)
-    shape = _tvm.shape_of(inner.args[0])
-    if limit is not None and any(w > shape[i // 2] - limit for i, w in enumerate(widths)):
-        return Decline(f"{mode} padding wider than the axis allows", y)
+    if (refusal := indexing.PAD.accepts(
+            x_dtype=x.qparams.dtype, mode=mode, x_shape=_tvm.shape_of(inner.args[0]),
+            pad_before=widths[::2], pad_after=widths[1::2])) is not None:
+        return Decline(refusal, y)
     bounds = m.act.bounds(out.qparams)
     pad_value = 0
     if mode == "constant":
@@ -156,7 +166,8 @@ def gather_indices(ctx: Context, m: UnaryChain):
 # ---------------------------------------------------------------- strided_slice
 def _static_ints(expr: Any) -> list[int] | None:
     values = [getattr(f, "value", None) for f in getattr(expr, "fields", [None])]
-    return values if all(isinstance(v, int) for v in values) else None
+    ints = [v for v in values if isinstance(v, int)]
+    return ints if len(ints) == len(values) else None
 
 
 def relax_slice_begin(begin: int, dim: int, stride: int) -> int:
@@ -196,8 +207,9 @@ def slice_bounds(ctx: Context, m: UnaryChain):
 def tile_repeats(ctx: Context, m: UnaryChain):
     rank = len(_tvm.shape_of(m.x.operand))
     repeats = [int(r) for r in _tvm.attrs_dict(m.inner)["repeats"]]
-    if len(repeats) != rank:  # Relax pads the shorter of the two with ones
-        return Decline(f"{len(repeats)} repeats for a rank-{rank} input", m.at)
+    # Relax pads the shorter of the two with ones; canonqnn.tile takes one per axis
+    if (why := indexing.TILE.accepts(rank=rank, repeats=repeats)) is not None:
+        return Decline(why, m.at)
     return Moved(m.out, m.act, m.x, indexing.tile(m.x.operand, repeats, m.x.qparams))
 
 
@@ -238,10 +250,18 @@ def depth_space_chain(ctx: Context, call: Any):
         return None
     y, act = strip_activation(ctx, out.operand)
     merge = ctx.call(y, RESHAPE)
-    permute = None if merge is None else ctx.call(merge.args[0], PERMUTE)
-    split = None if permute is None else ctx.call(permute.args[0], RESHAPE)
-    x = None if split is None else dequantized(ctx, split.args[0])
-    axes = None if x is None else _tvm.attrs_dict(permute).get("axes")
+    if merge is None:
+        return None
+    permute = ctx.call(merge.args[0], PERMUTE)
+    if permute is None:
+        return None
+    split = ctx.call(permute.args[0], RESHAPE)
+    if split is None:
+        return None
+    x = dequantized(ctx, split.args[0])
+    if x is None:
+        return None
+    axes = _tvm.attrs_dict(permute).get("axes")
     if axes is None:
         return None
     layout = block_layout(_tvm.shape_of(x.operand), _tvm.shape_of(split), axes,

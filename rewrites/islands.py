@@ -58,9 +58,9 @@ def name_island(ctx: Context, call: Any):
     out = output(call)
     if out is None:
         return None
-    reason = DECLINED.get(_tvm.op_name(ctx.value(out.operand)) or "") or \
+    declined = DECLINED.get(_tvm.op_name(ctx.value(out.operand)) or "") or \
         DECLINED_SOURCE_OPS.get(ctx.source_op() or "")
-    return None if reason is None else Decline(reason, out.operand)
+    return None if declined is None else Decline(declined, out.operand)
 
 
 def never_folds(ctx: Context, match: Any) -> Any:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm, tables
-from canonqnn.functions import HARD_SWISH_OFFSET, HARD_SWISH_SLOPE
+from canonqnn.numerics.functions import HARD_SWISH_OFFSET, HARD_SWISH_SLOPE
 from canonqnn.ops import lut as lut_op
 from canonqnn.qdq import QUANTIZE, QdqCall, read_quantize
 
@@ -142,7 +142,7 @@ def _table_axis(graph: _Graph, x_shape: tuple[int, ...]) -> int | Decline:
     shapes = [_const_shape(call, index, _tvm.const_value(arg), rank)
               for call, index, arg in _constants(graph)]
     shapes += [tuple(_tvm.shape_of(parsed.operand)) for parsed in graph.consts.values()]
-    axes = set()
+    axes: set[int] = set()
     for shape in shapes:
         padded = (1,) * (rank - len(shape)) + shape
         if len(shape) > rank or any(d not in (1, n) for d, n in zip(padded, x_shape)):
@@ -176,10 +176,17 @@ def _value_of(expr: Any, source: str, graph: _Graph, memo: dict, rank: int):
         attrs = _tvm.attrs_dict(call)
         if "axis" in attrs:
             attrs["axis"] = int(attrs["axis"]) % rank - rank
-        memo[expr] = tables.evaluate(source, _tvm.op_name(call),
+        memo[expr] = tables.evaluate(source, _op_name(call),
                                      [_value_of(a, source, graph, memo, rank)
                                       for a in call.args], attrs)
     return memo[expr]
+
+
+def _op_name(call: Any) -> str:
+    """The op of a call of ``_Graph.ops`` (each calls an op of ``ELEMENTWISE``)."""
+    name = _tvm.op_name(call)
+    assert name is not None
+    return name
 
 
 def _describe(graph: _Graph, expr: Any) -> str:
@@ -193,7 +200,7 @@ def _describe(graph: _Graph, expr: Any) -> str:
     if not _tvm.is_tensor(expr):
         return f"{_tvm.scalar_arg(expr):g}"
     call = graph.ops[expr]
-    name = _tvm.op_name(call).removeprefix("relax.").removeprefix("nn.")
+    name = _op_name(call).removeprefix("relax.").removeprefix("nn.")
     parts = [_describe(graph, a) for a in call.args]
     parts += [f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
               for k, v in sorted(_tvm.attrs_dict(call).items())]
@@ -204,7 +211,7 @@ def _kernel_function(graph: _Graph) -> tuple[str, dict] | None:
     """(kernel function, its parameters) when ``g`` is the form written for one kernel."""
     if len(graph.ops) == 1 and not graph.consts:
         call = graph.ops[graph.root]
-        function = KERNEL_OPS.get(_tvm.op_name(call))
+        function = KERNEL_OPS.get(_op_name(call))
         if function is not None and len(call.args) == 1 and call.args[0] in graph.leaves:
             params = {}
             if function == "leaky_relu":
@@ -263,7 +270,9 @@ def _kernel_table(ctx: Context, graph: _Graph, out: QdqCall):
     runtime = tables.runtime(ctx.source).RUNTIME
     found = _kernel_function(graph)
     if found is None:
-        names = ", ".join(sorted(tables.kernels(ctx.source)))
+        kernels = tables.kernels(ctx.source)
+        assert kernels is not None  # a chain of a kernel source (LutChain.kernel_source)
+        names = ", ".join(sorted(kernels))
         return Decline(f"{runtime} has no kernel computing {_describe(graph, graph.root)} "
                        f"(its table kernels: {names}); the chain stays float", graph.root)
     if (why := per_tensor_int8(out, "output", graph.root, (out.qparams.dtype,))) is not None:
@@ -310,7 +319,7 @@ def lut_table(ctx: Context, m: LutChain):
     if m.kernel_source:
         return _kernel_table(ctx, graph, out)
     for var, op in graph.ops.items():
-        if not tables.evaluates(ctx.source, _tvm.op_name(op)):
+        if not tables.evaluates(ctx.source, _op_name(op)):
             return Decline(f"{_tvm.op_name(op)} has no {ctx.source} table evaluator in "
                            "canonqnn/tables; the chain stays float", var)
     if (why := per_tensor_int8(out, "output", graph.root)) is not None:

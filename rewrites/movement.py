@@ -25,9 +25,20 @@ from canonqnn.ops import movement
 from canonqnn.qdq import DEQUANTIZE, QUANTIZE, QdqCall, dequantize
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, Activation, Moved, UnaryChain, build_moved, dequantized,
-                     output, per_tensor_int8, requantized, sixteen_bit, strip_activation,
-                     unary_step)
+from ._match import (
+    INT8_OR_INT32,
+    Activation,
+    Moved,
+    UnaryChain,
+    build_moved,
+    dequantized,
+    output,
+    per_tensor_int8,
+    requantized,
+    sixteen_bit,
+    strip_activation,
+    unary_step,
+)
 
 RESHAPE, PERMUTE, CONCAT = "relax.reshape", "relax.permute_dims", "relax.concat"
 
@@ -67,8 +78,9 @@ def concat_chain(ctx: Context, call: Any):
     if not ctx.single_use(at):
         return Decline("the float result has other users", at)
     fields = ctx.value(inner.args[0])
-    parts = [dequantized(ctx, f) for f in getattr(fields, "fields", [])]
-    if not parts or any(p is None for p in parts):
+    found = [dequantized(ctx, f) for f in getattr(fields, "fields", [])]
+    parts = [p for p in found if p is not None]
+    if not parts or len(parts) < len(found):
         return Decline("an input is not dequantized from int8", at)
     for i, parsed in enumerate(parts):
         if (why := per_tensor_int8(parsed, f"input {i}", at)) is not None:
@@ -101,9 +113,10 @@ def requantize_chain(ctx: Context, call: Any):
         return None
     if (why := per_tensor_int8(x, "input", y, (out.qparams.dtype,))) is not None:
         return why
-    if out.qparams.dtype == "int16" and out.qparams.scalar_zp != 0:
-        return Decline("int16 output with a non-zero zero point (TFLite's int16 QUANTIZE "
-                       "requires 0)", y)
+    if out.qparams.dtype == "int16" and (refusal := movement.REQUANTIZE.accepts(
+            x_dtype="int16", zero_points=(out.qparams.scalar_zp,))) is not None:
+        return Decline(f"int16 output with a non-zero zero point ({out.qparams.scalar_zp}): "
+                       f"{refusal}", y)
     return RequantizeMatch(out, act, x)
 
 

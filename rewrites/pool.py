@@ -18,12 +18,21 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm
-from canonqnn.ops import movement, pool
+from canonqnn.ops import mean, movement, pool
 from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import (INT8_OR_INT32, Activation, UnaryChain, dequantized, output,
-                     per_tensor_int8, sixteen_bit, strip_activation, unary_step)
+from ._match import (
+    INT8_OR_INT32,
+    Activation,
+    UnaryChain,
+    dequantized,
+    output,
+    per_tensor_int8,
+    sixteen_bit,
+    strip_activation,
+    unary_step,
+)
 
 AVG, MEAN, MAX = "relax.nn.avg_pool2d", "relax.mean", "relax.nn.max_pool2d"
 SUM, DIVIDE = "relax.sum", "relax.divide"
@@ -114,8 +123,8 @@ def reduce_mean_chain(ctx: Context, call: Any):
 
 def build_reduce_mean(ctx: Context, m: ReduceMean):
     shape = _tvm.shape_of(m.x.operand)
-    summation = pool.onnxruntime_summation(shape, m.axes, ctx.numerics.threads)
-    return pool.reduce_mean(m.x.operand, m.axes, m.keepdims, m.x.qparams, m.out.qparams,
+    summation = mean.onnxruntime_summation(shape, m.axes, ctx.numerics.threads)
+    return mean.reduce_mean(m.x.operand, m.axes, m.keepdims, m.x.qparams, m.out.qparams,
                             act=m.act.bounds(m.out.qparams), rounding=ctx.rounding,
                             summation=summation)
 

@@ -17,8 +17,7 @@ from canonqnn.ops import resize
 from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import (Activation, UnaryChain, dequantized, output, per_tensor_int8,
-                     unary_step)
+from ._match import Activation, UnaryChain, dequantized, output, per_tensor_int8, unary_step
 
 RESIZE, TRUNC = "relax.image.resize2d", "relax.trunc"
 METHODS = {"nearest_neighbor": "nearest", "linear": "linear"}
@@ -31,13 +30,12 @@ def _geometry(inner: Any, at: Any) -> dict | Decline:
         return Decline(f"layout {a['layout']} is not NCHW", at)
     if a["method"] not in METHODS:
         return Decline(f"{a['method']} resize (nearest and linear fold)", at)
-    if a["coordinate_transformation_mode"] not in resize.COORDINATE_MODES:
-        return Decline(f"coordinate_transformation_mode {a['coordinate_transformation_mode']}",
-                       at)
     method = METHODS[a["method"]]
     nearest = a["rounding_method"] if method == "nearest" else "round_prefer_floor"
-    if nearest not in resize.NEAREST_MODES:
-        return Decline(f"nearest rounding {nearest!r}", at)
+    if (why := resize.RESIZE2D.accepts(
+            method=method, coordinate_transformation_mode=a["coordinate_transformation_mode"],
+            nearest_mode=nearest)) is not None:
+        return Decline(why, at)
     if a.get("out_dtype") not in (None, "", "float32"):
         return Decline(f"resize to {a['out_dtype']}", at)
     return dict(size=_tvm.shape_of(inner)[2:], method=method, nearest_mode=nearest,

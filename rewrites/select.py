@@ -22,8 +22,7 @@ from canonqnn.qdq import QUANTIZE, QdqCall
 from canonqnn.qparams import QParams, quantize_value
 
 from ._engine import Context, Decline, Rule
-from ._match import (Activation, QuantizedOp, dequantized, per_tensor_int8, quantized_op,
-                     requantized)
+from ._match import Activation, QuantizedOp, dequantized, per_tensor_int8, quantized_op, requantized
 
 EXTREMA = {"relax.maximum": (select.MAXIMUM, np.maximum),
            "relax.minimum": (select.MINIMUM, np.minimum)}
@@ -89,6 +88,7 @@ def extremum_chain(ctx: Context, call: Any):
 def extremum_operands(ctx: Context, m: QuantizedOp):
     out, y, inner = m.out, m.y, m.inner
     name = _tvm.op_name(inner)
+    assert name is not None  # quantized_op matched one of EXTREMA
     canonical, np_fn = EXTREMA[name]
     tensors, scalars = [], []
     for i, leaf in enumerate(_leaves(ctx, inner.args[0], name) + _leaves(ctx, inner.args[1], name)):
@@ -109,11 +109,10 @@ def extremum_operands(ctx: Context, m: QuantizedOp):
     shapes = [_tvm.shape_of(t) for t, _ in tensors]
     if tuple(np.broadcast_shapes(*shapes)) != tuple(_tvm.shape_of(inner)):
         return Decline("a scalar constant changes the output's rank", y)
-    if len(tensors) > 1 and ctx.rounding != "rne_f32" and \
-            not all(qp.same_as(out.qparams) for _, qp in tensors):
-        return Decline(f"operands with other parameters than the output's under "
-                       f"{ctx.rounding} (TFLite compares stored values; only rne_f32 "
-                       "requantizes operands)", y)
+    if len(tensors) > 1 and (why := canonical.accepts(
+            rounding=ctx.rounding,
+            same_params=all(qp.same_as(out.qparams) for _, qp in tensors))) is not None:
+        return Decline(why, y)
     return Extremum(out, canonical, tensors, bounds)
 
 

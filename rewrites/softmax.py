@@ -36,8 +36,17 @@ from canonqnn.ops import softmax as softmax_op
 from canonqnn.qdq import QUANTIZE, QdqCall
 
 from ._engine import Context, Decline, Rule
-from ._match import (CLIP, FULL_RANGE, INT8_OR_INT32, RELU, Activation, dequantized, output,
-                     per_tensor_int8, sixteen_bit)
+from ._match import (
+    CLIP,
+    FULL_RANGE,
+    INT8_OR_INT32,
+    RELU,
+    Activation,
+    dequantized,
+    output,
+    per_tensor_int8,
+    sixteen_bit,
+)
 
 SOFTMAX, RESHAPE, MULTIPLY = "relax.nn.softmax", "relax.reshape", "relax.multiply"
 UNFUSED = "onnxruntime does not fuse this group into QLinearSoftmax (it runs float Softmax " \
@@ -62,8 +71,12 @@ def _flattened_to_2d(ctx: Context, y: Any):
     """``(softmax call, reshape-in call)`` when ``y`` is reshape(softmax(reshape(., [N, D]), 1))
     back to the shape before the first reshape, the row-flattening of ONNX Softmax < 13."""
     back = ctx.call(y, RESHAPE)
-    inner = None if back is None else ctx.call(back.args[0], SOFTMAX)
-    flat = None if inner is None else ctx.call(inner.args[0], RESHAPE)
+    if back is None:
+        return None
+    inner = ctx.call(back.args[0], SOFTMAX)
+    if inner is None:
+        return None
+    flat = ctx.call(inner.args[0], RESHAPE)
     if flat is None or not ctx.single_use(back.args[0]) or not ctx.single_use(inner.args[0]):
         return None
     shape, flat_shape = _tvm.shape_of(flat.args[0]), _tvm.shape_of(flat)
@@ -134,11 +147,12 @@ def tflite_softmax(ctx: Context, out: Any):
     if source != ctx.source_dtype():
         return Decline(f"TFLite's 8-bit SOFTMAX needs one type: {source} input, "
                        f"{ctx.source_dtype()} output", at)
-    if (why := _tflite_output_refusal(out.qparams, source)) is not None:
-        return Decline(f"TFLite's int8 SOFTMAX requires output (1/256, -128): {why}", at)
-    if not np.float32(beta) * np.float64(x.qparams.scalar_scale) * 2.0 ** 26 > 1.0:
-        return Decline(f"TFLite's SOFTMAX requires in_scale * beta * 2^26 > 1 (in_scale "
-                       f"{x.qparams.scalar_scale!r}, beta {beta!r})", at)
+    if (problem := _tflite_output_refusal(out.qparams, source)) is not None:
+        return Decline(f"TFLite's int8 SOFTMAX requires output (1/256, -128): {problem}", at)
+    if (refusal := softmax_op.SOFTMAX.accepts(
+            x_dtype=x.qparams.dtype, rounding=ctx.rounding, beta=beta,
+            in_scale=x.qparams.scalar_scale)) is not None:
+        return Decline(refusal, at)
     return Softmax(out, x, axis, beta, source)
 
 

@@ -1,12 +1,13 @@
-"""Factories run in ``canonqnn.isolated`` children by tests/test_isolated.py: importable by the
-child (it gets the test process's ``sys.path``), light to import."""
+"""Factories run in ``canonqnn.oracle.isolated`` children by tests/oracle/test_isolated.py:
+importable by the child (it gets the test process's ``sys.path``), light to import."""
 
 from __future__ import annotations
 
 import os
 import signal
 
-from canonqnn import source_runtimes
+from canonqnn.frontends.onnx import runtime as onnx_runtime
+from canonqnn.frontends.tflite import runtime as tflite_runtime
 
 
 def doubling(offset: int):
@@ -42,16 +43,17 @@ def unpicklable_result():
 
 
 def tflite_crashing(model, resolver, *rest, crashing: tuple[str, ...], at: str):
-    """The TFLite interpreter of ``source_runtimes``, except that the op resolvers
+    """The TFLite interpreter of ``canonqnn.frontends.tflite.runtime``, except that the op resolvers
     ``crashing`` end on SIGSEGV: at setup or at their first run (``at``)."""
     if resolver not in crashing:
-        return source_runtimes.tflite_runner(model, resolver, *rest)
+        return tflite_runtime.tflite_runner(model, resolver, *rest)
     if at == "setup":
         os.kill(os.getpid(), signal.SIGSEGV)
     return (lambda feed: os.kill(os.getpid(), signal.SIGSEGV)), None
 
 
 def onnxruntime_aborting(model, names, threads):
-    """onnxruntime as ``source_runtimes`` sets it up, aborting (SIGABRT) when run."""
-    _, description = source_runtimes.onnxruntime_runner(model, names, threads)
+    """onnxruntime as ``canonqnn.frontends.onnx.runtime`` sets it up, aborting (SIGABRT) when
+    run."""
+    _, description = onnx_runtime.onnxruntime_runner(model, names, threads)
     return (lambda feed: os.abort()), description

@@ -16,10 +16,24 @@ from typing import Any
 import numpy as np
 
 from canonqnn import _tvm
-from canonqnn.testing import onnx_models as models
-from canonqnn.ops import (conv, conv_transpose, dynamic, elementwise, indexing, lut, matmul,
-                          movement, pool, reduce, resize, select, softmax)
+from canonqnn.ops import (
+    conv,
+    conv_transpose,
+    dynamic,
+    elementwise,
+    indexing,
+    lut,
+    matmul,
+    mean,
+    movement,
+    pool,
+    reduce,
+    resize,
+    select,
+    softmax,
+)
 from canonqnn.qparams import QParams
+from canonqnn.testing import onnx_models as models
 
 QX = QParams.make(0.5, 3)          # first (or only) quantized input
 QB = QParams.make(0.25, -5)        # second quantized input
@@ -215,7 +229,7 @@ EXAMPLES: dict[str, Callable[[], Example]] = {
     "avg_pool2d": _requantizing(lambda x: pool.avg_pool2d(
         x, QX, QOUT, pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False,
         count_include_pad=False, act=ACT)),
-    "reduce_mean": _requantizing(lambda x: pool.reduce_mean(x, (2, 3), True, QX, QOUT,
+    "reduce_mean": _requantizing(lambda x: mean.reduce_mean(x, (2, 3), True, QX, QOUT,
                                                             act=ACT)),
     "reduce_max": _shared(lambda x: reduce.reduce(reduce.REDUCE_MAX, x, (1,), True, QX)),
     "reduce_min": _shared(lambda x: reduce.reduce(reduce.REDUCE_MIN, x, (2, 3), False, QX)),

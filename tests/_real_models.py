@@ -20,7 +20,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from canonqnn.testing import onnx_models as models
-from canonqnn.testing.onnx_models import _GraphBuilder
+from canonqnn.testing.onnx_graph import GraphBuilder
 
 YOLO_CLASSES = 3
 YOLO_GRID = 8  # 32x32 input, two stride-2 convs
@@ -31,7 +31,7 @@ DETECTIONS = "detections"
 def yolo_like(seed: int = 0, nms: bool = False) -> onnx.ModelProto:
     """``nms``: end in NonMaxSuppression over the decoded boxes (its selected indices are the
     output; ``DETECTIONS`` stays the tensor to cut at)."""
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     nc, cells = YOLO_CLASSES, YOLO_GRID * YOLO_GRID
 
     def silu(x: str) -> str:
@@ -89,7 +89,7 @@ def yolo_head_nodes(model: onnx.ModelProto) -> list[str]:
 def torch_transformer_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx.ModelProto:
     seq, width = models.SEQ_SHAPE[1:]
     head_width = width // heads
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
 
     def scalar(name: str, value: float) -> str:
         return g.const(name, np.array(value, dtype=np.float32))
@@ -138,7 +138,7 @@ def torch_transformer_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx
 def mlp_like(seed: int = 0, widths: tuple[int, ...] = (32, 64, 48, 10)) -> onnx.ModelProto:
     """MatMul + Add (+ Relu) layers on [1, 16, widths[0]]: all of it is what quantize_dynamic
     quantizes, so nothing float is left but the bias adds and relus."""
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     x = models.INPUT_NAME
     for i, (din, dout) in enumerate(zip(widths, widths[1:])):
         x = g.linear(x, din, dout)
@@ -241,10 +241,10 @@ def ssd_like_tflite(num_anchors: int = 128, num_classes: int = 3, seed: int = 0,
     models (``detect.tflite``) are written: the kernel takes uint8 or float32 boxes and
     scores, not int8, and with uint8 boxes it reads the anchors as uint8 whatever their type.
     ``num_anchors`` is a multiple of the 64 grid cells. Activation scales are calibrated on
-    inputs uniform in [0, 1). ``nms_score_threshold=None``: the score about half of ``max_detections``
-    anchor-class pairs pass on the calibration inputs, half a score step off the 1/256 grid
-    (random weights score every anchor alike, at a level that depends on the seed), so
-    ``num_detections`` varies with the input."""
+    inputs uniform in [0, 1). ``nms_score_threshold=None``: the score about half of
+    ``max_detections`` anchor-class pairs pass on the calibration inputs, half a score step off
+    the 1/256 grid (random weights score every anchor alike, at a level that depends on the
+    seed), so ``num_detections`` varies with the input."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
 
     from canonqnn.testing.tflite_models import CALIBRATION_ROUNDS, FIXED_OUTPUTS, Net, _fit

@@ -10,7 +10,7 @@ import pytest
 from canonqnn.testing import onnx_models as models
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def quantized_bytes(arch: str, fmt: str, activation: str, per_channel: bool,
                     features: bool = False) -> bytes:
     model = models.ARCHITECTURES[arch]()

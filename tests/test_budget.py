@@ -11,6 +11,8 @@ import canonqnn
 from canonqnn import api, budget
 from canonqnn.cli import main
 from canonqnn.errors import CanonqnnError, ResourceError
+from canonqnn.frontends.tflite import oracle as tflite_oracle
+from canonqnn.oracle import parity as parity_driver
 
 
 def pad_model(side: int) -> bytes:
@@ -136,8 +138,8 @@ def test_parity_refuses_before_making_inputs_or_starting_a_runtime(monkeypatch, 
     def not_here(*args, **kwargs):
         raise AssertionError("inputs or a runtime made over the budget")
 
-    monkeypatch.setattr(api, "random_inputs", not_here)
-    monkeypatch.setattr(api, "tflite_runtimes", not_here)
+    monkeypatch.setattr(parity_driver, "random_inputs", not_here)
+    monkeypatch.setattr(tflite_oracle, "runtimes", not_here)
     model = tmp_path / "pad.tflite"
     model.write_bytes(pad_model(300))  # 264 KiB; its module's run about 3.4 MiB
     with budget.limit("4M"), pytest.raises(ResourceError) as refused:

@@ -13,11 +13,18 @@ import tracemalloc
 
 import numpy as np
 import pytest
-from hostile.runs import npy_header
 
 from canonqnn.errors import CanonqnnError
-from canonqnn.io import (ModelIO, TensorInfo, checked_inputs, random_inputs, read_arrays,
-                         replacing, write_file)
+from canonqnn.io import (
+    ModelIO,
+    TensorInfo,
+    checked_inputs,
+    random_inputs,
+    read_arrays,
+    replacing,
+    write_file,
+)
+from hostile.runs import npy_header
 
 IO = ModelIO("onnx", [TensorInfo("x", "int8", (2, 3)), TensorInfo("u", "uint8", (2, 3)),
                       TensorInfo("f", "float32", (2, 3))], [TensorInfo("y", "int8", (2, 3))])
@@ -145,6 +152,11 @@ def _npz_as_npy(path):
     path.with_suffix(".npz").rename(path)
 
 
+def _npy_as_npz(path):
+    with open(path, "wb") as f:  # a file object: np.save adds no .npy suffix
+        np.save(f, X)
+
+
 @pytest.mark.parametrize("name, make, says", [
     ("absent.npy", lambda p: None, "not found"),
     ("dir.npy", lambda p: p.mkdir(), "is a directory"),
@@ -155,7 +167,7 @@ def _npz_as_npy(path):
     ("corrupt.npz", lambda p: _write(p, b"PK\x03\x04" + bytes(200)),
      "is not an .npz archive numpy can read"),
     ("archive.npy", _npz_as_npy, "is an .npz archive: name it FILE.npz"),
-    ("array.npz", lambda p: np.save(open(p, "wb"), X),
+    ("array.npz", _npy_as_npz,
      "is an .npy array, not an .npz archive: name it FILE.npy and give it as NAME=FILE.npy"),
 ], ids=["missing", "directory", "truncated", "garbage", "empty", "corrupt-npz", "npz-named-npy",
         "npy-named-npz"])
@@ -247,11 +259,11 @@ def test_a_symbolic_link_is_written_through(tmp_path):
 def test_a_failure_while_writing_leaves_the_file_as_it_was(tmp_path):
     path = tmp_path / "m.so"
     path.write_bytes(b"the library")
-    with pytest.raises(RuntimeError, match="linker failed"):
-        with replacing(path) as temp:
-            assert temp.endswith(".so") and os.path.dirname(temp) == str(tmp_path)
-            open(temp, "wb").write(b"half a lib")
-            raise RuntimeError("linker failed")
+    with pytest.raises(RuntimeError, match="linker failed"), replacing(path) as temp:
+        assert temp.endswith(".so") and os.path.dirname(temp) == str(tmp_path)
+        with open(temp, "wb") as f:
+            f.write(b"half a lib")
+        raise RuntimeError("linker failed")
     assert path.read_bytes() == b"the library" and _leftovers(tmp_path) == []
 
 
@@ -306,9 +318,9 @@ def full_disk(tmp_path):
 
 def test_convert_over_a_file_on_a_full_disk_leaves_it_as_it_was(full_disk, tmp_path, capsys):
     import onnx
-    from hostile.artifacts import onnx_conv
 
     from canonqnn.cli import EXIT_ERROR, main
+    from hostile.artifacts import onnx_conv
 
     model = tmp_path / "m.onnx"
     onnx.save(onnx_conv(), str(model))

@@ -19,3 +19,17 @@ def test_every_source_package_is_listed_in_pyproject():
             rel = init.parent.relative_to(ROOT / top).parts
             found.add(".".join((name, *rel)))
     assert found == listed
+
+
+def test_pytest_collects_every_test_folder():
+    # pytest skips folders matching ``norecursedirs`` (by default ``build`` among them), so a
+    # test folder mirroring a source package of such a name would silently never run. (Hidden
+    # folders and caches hold no tests: tools write them.)
+    import fnmatch
+
+    patterns = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"][
+        "ini_options"]["norecursedirs"]
+    skipped = [str(folder.relative_to(ROOT)) for folder in (ROOT / "tests").rglob("*")
+               if folder.is_dir() and not folder.name.startswith((".", "__pycache__"))
+               and any(fnmatch.fnmatch(folder.name, p) for p in patterns)]
+    assert skipped == []

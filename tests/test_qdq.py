@@ -7,10 +7,10 @@ import re
 
 import numpy as np
 import tvm
-from _onnx_chains import attention_scores
 from tvm import relax
 
 import canonqnn
+from _onnx_chains import attention_scores
 from canonqnn import _tvm, qdq
 from canonqnn.qparams import QParams
 

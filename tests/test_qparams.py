@@ -9,8 +9,13 @@ import numpy as np
 import pytest
 
 from canonqnn.errors import InvalidQuantizationError
-from canonqnn.qparams import (_ZP_RANGE, QParams, check_accumulator_multipliers,
-                              check_multiplier, saturating_multiplier)
+from canonqnn.qparams import (
+    _ZP_RANGE,
+    QParams,
+    check_accumulator_multipliers,
+    check_multiplier,
+    saturating_multiplier,
+)
 
 
 def _requantized(acc: np.ndarray, multiplier: np.float32, zp: int, dtype: str) -> np.ndarray:

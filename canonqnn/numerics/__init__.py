@@ -8,8 +8,9 @@ here, once, in a ``Profile``. A module is converted for one profile, records its
 no rule looks at the host. ``exact`` is the profile an accelerator implements: integer
 accumulation and the single documented rounding of docs/spec.md.
 
-Which profile the runtime installed on this host follows is found by running it
-(``canonqnn.numerics.probe``), never guessed from CPU flags.
+Which profile the runtime installed on this host follows is found by running it (each format's
+probe, ``profile`` of ``canonqnn.frontends.<format>.runtime``; ``source_profile`` here), never
+guessed from CPU flags.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Profile:
     # RNE(f32(x * f32(1 / scale)))).
     quantize: str = "divide"
     # Intra-op threads of the runtime: onnxruntime's float ReduceMean picks its summation order
-    # by thread count (canonqnn.ops.pool.onnxruntime_summation), so parity runs it with these.
+    # by thread count (canonqnn.ops.mean.onnxruntime_summation), so parity runs it with these.
     threads: int = 2
     description: str = ""
 
@@ -98,8 +99,9 @@ def _xnnpack_profiles() -> tuple[Profile, ...]:
     """XNNPACK as ExecuTorch runs it (the PyTorch frontend's runtime). Its integer kernels
     compute the same on every host; its int8 lookup tables are built with the float32 kernels
     it picks for the CPU, which canonqnn reproduces for AVX2+FMA3 only."""
-    common = dict(rounding="xnnpack", add="xnnpack", mul="xnnpack", float_bias="reciprocal",
-                  matmul_float_bias=True, quantize="reciprocal")
+    common: dict[str, Any] = dict(rounding="xnnpack", add="xnnpack", mul="xnnpack",
+                                  float_bias="reciprocal", matmul_float_bias=True,
+                                  quantize="reciprocal")
     integer = ("XNNPACK's int8 kernels as ExecuTorch runs them: exact sums, a float32 "
                "multiplier rounded to nearest even, float biases quantized by the reciprocal "
                "of their scale, a fixed-point add")
@@ -171,5 +173,22 @@ def record(mod: Any, profile: Profile) -> Any:
     return mod.with_attr(NUMERICS_ATTR, profile.name)
 
 
-__all__ = ["EXACT", "NUMERICS_ATTR", "PAIR_SAT16", "PROFILES", "Profile", "UnsupportedNumerics",
-           "get", "quantizes_by_reciprocal", "record", "recorded"]
+# The profile of modules from no model format (built in code as Relax) wherever they run.
+HOST_INDEPENDENT = {"relax": "exact"}
+
+
+def source_profile(source: str) -> Profile:
+    """The profile of the runtime a model of ``source`` (a ``ModelIO.source``: "onnx",
+    "tflite", ...) runs on here: its format's probe (``canonqnn.formats``)."""
+    if source in HOST_INDEPENDENT:
+        return PROFILES[HOST_INDEPENDENT[source]]
+    from .. import formats
+
+    if source not in formats.names():
+        raise UnsupportedNumerics(f"no numerics profile for models from {source!r}")
+    return formats.get(source).function("profile")()
+
+
+__all__ = ["EXACT", "HOST_INDEPENDENT", "NUMERICS_ATTR", "PAIR_SAT16", "PROFILES", "Profile",
+           "UnsupportedNumerics", "get", "quantizes_by_reciprocal", "record", "recorded",
+           "source_profile"]

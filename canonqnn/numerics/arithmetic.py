@@ -24,6 +24,7 @@ import functools
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 F32 = np.float32
 
@@ -115,7 +116,7 @@ def c_library_function(name: str):
 
 
 def float32_library_function(name: str, fallback: Callable[[float], float]) \
-        -> Callable[[np.ndarray], np.ndarray]:
+        -> Callable[[npt.ArrayLike], np.ndarray]:
     """Elementwise float32 ``name`` from the C library (``c_library_function``), else the
     float64 ``fallback`` rounded to float32 (correctly rounded but for rare double roundings)."""
     def f(x) -> np.ndarray:

@@ -6,8 +6,7 @@ they are built of are ``canonqnn.ops._arithmetic``'s.
 from __future__ import annotations
 
 from .._tvm import tirx
-from ..numerics.q31 import (INT32_MAX, INT32_MIN, REDUCED_MULTIPLIER_LIMIT,
-                            REDUCED_MULTIPLIER_MAX)
+from ..numerics.q31 import INT32_MAX, INT32_MIN, REDUCED_MULTIPLIER_LIMIT, REDUCED_MULTIPLIER_MAX
 from ._arithmetic import te_rounding_divide_by_pot, te_shift_right_round_half_up
 
 

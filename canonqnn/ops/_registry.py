@@ -2,12 +2,15 @@
 
 A ``CanonicalOp`` bundles what defines an op: its builder contract (tensor arguments and
 attributes), type inference, legalization to integer TIR, the numpy reference that is its
-executable specification, and the constraints it accepts. ``docs/spec.md`` documents each entry
-and ``canonqnn ops`` prints this registry.
+executable specification, and its constraint: one function saying which parameters the op
+accepts, and why not (``CanonicalOp.accepts``). Frontends, rules and builders all ask it, so a
+refusal reads the same wherever it happens; its docstring is the constraint's prose, which
+``docs/spec.md`` shows (``canonqnn.ops.spec`` renders it there) and ``canonqnn ops`` prints.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +35,9 @@ class CanonicalOp:
     infer: Callable[[Any], Any]
     legalize: Callable[[Any, Any], Any]
     reference: Callable[..., np.ndarray]
-    constraints: str
+    # The executable constraint: keyword parameters in, None (accepted) or a Refusal out; its
+    # docstring is the constraint's prose (``constraints``).
+    constraint: Callable[..., Refusal | None]
     family: str = "compute"
     # The rounding modes this op implements (a subset of ROUNDINGS, for ops that round).
     roundings: tuple[str, ...] = ("rne_f32",)
@@ -56,6 +61,24 @@ class CanonicalOp:
     @property
     def op(self) -> Any:
         return self._op[0]
+
+    @property
+    def constraints(self) -> str:
+        """The constraint's prose: its function's docstring, on one line."""
+        return " ".join((inspect.getdoc(self.constraint) or "").split())
+
+    def accepts(self, **params: Any) -> Refusal | None:
+        """None when this op takes ``params`` (the keywords of its constraint function), else
+        why not, in the words frontends, rules and builders all report."""
+        return self.constraint(**params)
+
+    def require(self, **params: Any) -> None:
+        """Raise the refusal ``accepts`` gives, as ``canonqnn.<op>: <reason>``:
+        ``UnsupportedRounding`` where the op exists but not under this rounding (a rule's
+        decline), else ValueError."""
+        why = self.accepts(**params)
+        if why is not None:
+            raise why.error(f"canonqnn.{self.name}: {why}")
 
     def call(self, args: list[Any], attrs: dict[str, Any]) -> Any:
         """Build the Relax call; attribute names must be exactly the declared ones."""
@@ -116,6 +139,18 @@ def _attr_value(value: Any) -> Any:
 
 class UnsupportedRounding(ValueError):
     """A canonical op was asked for a rounding mode its legalization does not implement."""
+
+
+class Refusal(str):
+    """Why a canonical op refuses parameters: the text users read, and the ``error`` a builder
+    raises with it (``UnsupportedRounding``: the op exists, not under this rounding)."""
+
+    error: type[ValueError]
+
+    def __new__(cls, reason: str, error: type[ValueError] = ValueError) -> Refusal:
+        made = super().__new__(cls, reason)
+        made.error = error
+        return made
 
 
 REGISTRY: dict[str, CanonicalOp] = {}

@@ -12,9 +12,9 @@ import numpy as np
 
 from .._tvm import te, tirx
 from ..numerics.arithmetic import round_half_away
+from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
 from ..qparams import quantize_multipliers
 from ._arithmetic import te_round_half_away
-from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
 from ._q31 import te_requant_q31
 
 

@@ -24,9 +24,9 @@ import numpy as np
 
 from .._tvm import te, tirx
 from ..numerics.arithmetic import round_half_away_floor_f64, shift_right_round_half_up
+from ..numerics.q31 import multiply_by_quantized_multiplier, wrap_int16, wrap_int32
 from ..qparams import INT16_MAX, INT16_MIN, quantize_multiplier
 from ._arithmetic import te_shift_right_round_half_up
-from ..numerics.q31 import multiply_by_quantized_multiplier, wrap_int16, wrap_int32
 from ._q31 import te_multiply_by_quantized_multiplier
 
 EXP_INPUT_ZERO = 32767  # the exp table's input zero point: 0 at the top of its range

@@ -10,10 +10,10 @@ Weights are ONNX's ``[C, O/G, kh, kw]``; ``w_scale``/``w_zp`` are per output cha
 or one value. The op is defined as ``canonqnn.conv2d`` of the input upsampled by the
 strides (inserted taps hold ``x_zp``, real zero), padded by ``dh*(kh-1) - pt`` before and
 ``dh*(kh-1) - pb + oph`` after (cropped where that is negative), with the kernel flipped and
-regrouped to OIHW: the same integer sum, and conv2d's requantization. It is lowered that way
-where the weights are run-time values, dilated or of stride 1; otherwise as one stride-1 conv
-per output phase (``_phase``), whose sums are the definition's without its inserted zeros,
-the phases then interleaved.
+regrouped to OIHW: the same integer sum, and conv2d's requantization. The op's own
+legalization is that conv (``equivalent_conv``); the build lowers a strided, undilated one with
+constant weights as one stride-1 conv per output phase, whose sums are the definition's
+without its inserted zeros, the phases then interleaved (``canonqnn.build.forms``).
 
 With a Q31 rounding the op is TFLite's reference TRANSPOSE_CONV kernel (int8): the same
 accumulator plus bias, then conv2d's Q31 requantization with the double-precision multiplier
@@ -29,10 +29,11 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
+from ..numerics.q31 import Q31_ROUNDINGS
 from ..qparams import QParams, check_accumulator_multipliers
 from . import conv
-from ..numerics.q31 import Q31_ROUNDINGS
-from ._registry import CanonicalOp, register
+from ._dtypes import bias_per_channel
+from ._registry import CanonicalOp, Refusal, register
 
 ATTRS = ("x_scale", "x_zp", "out_scale", "out_zp", "strides", "padding", "output_padding",
          "dilation", "groups", "act_min", "act_max", "rounding")
@@ -135,97 +136,12 @@ def _te_flip(groups: int):
     return compute
 
 
-def _phase(r: int, stride: int, pad: int, kernel: int, out_size: int):
-    """One output phase ``r`` (outputs ``i = q*stride + r``) along an axis, undilated:
-    ``(first tap, taps, first input read, outputs)``. Output ``i`` sums input ``h`` with tap
-    ``ky`` where ``i + pad = h*stride + ky``: the taps ``k0, k0 + stride, ...`` with ``k0 =
-    (r + pad) mod stride``, and output ``q`` of the phase reads inputs ``q + first ..
-    q + first + taps - 1`` against those taps reversed: a stride-1 convolution."""
-    k0 = (r + pad) % stride
-    taps = -(-(kernel - k0) // stride)
-    first = (r + pad - k0) // stride - taps + 1
-    return k0, taps, first, -(-(out_size - r) // stride)
-
-
-def _by_phases(a: dict[str, Any], kh: int, kw: int, out_size: tuple[int, int]) -> bool:
-    """Whether the transposed conv is lowered one output phase at a time (``_legalize``):
-    strided, undilated, every phase with a tap and an output."""
-    (sh, sw), (dh, dw) = a["strides"], a["dilation"]
-    return ((sh, sw) != (1, 1) and (dh, dw) == (1, 1) and kh >= sh and kw >= sw
-            and out_size[0] >= sh and out_size[1] >= sw)
-
-
-def _te_window(first: tuple[int, int], size: tuple[int, int], x_zp: int):
-    """The input rows and columns a phase's convolution reads, ``x_zp`` (a real zero) where
-    they fall outside ``x``."""
-    zero = tirx.const(x_zp, "int8")
-
-    def compute(x):
-        n, c, h, w = (int(d) for d in x.shape)
-
-        def value(nn, cc, i, j):
-            y, xx = i + first[0], j + first[1]
-            inside = tirx.all(y >= 0, y < h, xx >= 0, xx < w)
-            return tirx.if_then_else(inside, x[nn, cc, tirx.max(tirx.min(y, h - 1), 0),
-                                               tirx.max(tirx.min(xx, w - 1), 0)], zero)
-
-        return te.compute((n, c, *size), value, name="phase_window")
-
-    return compute
-
-
-def _te_interleave(strides: tuple[int, int], out_hw_: tuple[int, int]):
-    """The output from its phases (row-major by phase): ``y[i, j] = phases[i % sh, j % sw]
-    [i // sh, j // sw]``."""
-    sh, sw = strides
-
-    def compute(*phases):
-        n, o = (int(d) for d in phases[0].shape[:2])
-
-        def value(nn, oo, i, j):
-            out = phases[-1][nn, oo, i // sh, j // sw]
-            for index in range(len(phases) - 2, -1, -1):
-                ry, rx = divmod(index, sw)
-                out = tirx.if_then_else(tirx.all(i % sh == ry, j % sw == rx),
-                                        phases[index][nn, oo, i // sh, j // sw], out)
-            return out
-
-        return te.compute((n, o, *out_hw_), value, name="interleave")
-
-    return compute
-
-
-def _legalize_phases(bb: Any, a: dict[str, Any], args: list, kh: int, kw: int,
-                     out_size: tuple[int, int]) -> Any:
-    """One stride-1 conv (``canonqnn.conv2d``, on the packed int8 forms) per output phase,
-    then the phases interleaved: each output is the same integer sum as in the conv of the
-    upsampled input, without multiplying the ``stride^2 - 1`` inserted zeros of every input."""
-    x, w, bias, w_scale, w_zp = args
-    (sh, sw), (pt, pl, _, _) = a["strides"], a["padding"]
-    weights = _tvm.const_value(w)
-    phases = []
-    for ry in range(sh):
-        k0y, my, fy, qy = _phase(ry, sh, pt, kh, out_size[0])
-        for rx in range(sw):
-            k0x, mx, fx, qx = _phase(rx, sw, pl, kw, out_size[1])
-            window = bb.emit_te(_te_window((fy, fx), (qy + my - 1, qx + mx - 1), a["x_zp"]), x,
-                                primfunc_name_hint="canonqnn_conv2d_transpose_window")
-            taps = flip_weight(weights[:, :, k0y::sh, k0x::sw], a["groups"])
-            phase = conv.CONV2D.call([window, _tvm.const(taps, "int8"), bias, w_scale, w_zp],
-                                     conv2d_attrs(a))
-            phases.append(bb.emit(conv.CONV2D.legalize(bb, phase)))
-    return bb.emit_te(_te_interleave((sh, sw), out_size), *phases,
-                      primfunc_name_hint="canonqnn_conv2d_transpose_interleave")
-
-
-def _legalize(bb: Any, call: Any) -> Any:
+def equivalent_conv(bb: Any, call: Any) -> Any:
+    """The ``canonqnn.conv2d`` call the transposed conv ``call`` is defined as (module doc):
+    of its input upsampled (emitted into ``bb``), with its weights flipped and regrouped."""
     a = _tvm.attrs_dict(call)
     x, w, bias, w_scale, w_zp = call.args
     kh, kw = _tvm.shape_of(w)[2:]
-    _, _, h, wd = _tvm.shape_of(x)
-    out_size = out_hw(h, wd, kh, kw, a)
-    if _tvm.is_const(w) and _by_phases(a, kh, kw, out_size):
-        return _legalize_phases(bb, a, list(call.args), kh, kw, out_size)
     xu = bb.emit_te(_te_upsample(a, kh, kw), x,
                     primfunc_name_hint="canonqnn_conv2d_transpose_upsample")
     if _tvm.is_const(w):
@@ -233,8 +149,20 @@ def _legalize(bb: Any, call: Any) -> Any:
     else:
         wf = bb.emit_te(_te_flip(a["groups"]), w,
                         primfunc_name_hint="canonqnn_conv2d_transpose_flip")
-    equivalent = conv.CONV2D.call([xu, wf, bias, w_scale, w_zp], conv2d_attrs(a))
-    return conv.CONV2D.legalize(bb, equivalent)
+    return conv.CONV2D.call([xu, wf, bias, w_scale, w_zp], conv2d_attrs(a))
+
+
+def _legalize(bb: Any, call: Any) -> Any:
+    return conv.CONV2D.legalize(bb, equivalent_conv(bb, call))
+
+
+def conv2d_transpose_constraint(weight_scales: int = 1, channels: int = 1,
+                                bias_shape=None) -> Refusal | None:
+    """x int8 NCHW, w int8 [C, O/G, kh, kw] (constant or not), bias int32 [O], w_scale float32
+    [O] or [], w_zp int8 [O] or []; per-tensor x and output; output size >= 1"""
+    if weight_scales not in (1, channels):
+        return Refusal(f"{weight_scales} weight scales for {channels} output channels")
+    return None if bias_shape is None else bias_per_channel(bias_shape, channels)
 
 
 CONV2D_TRANSPOSE = register(CanonicalOp(
@@ -249,9 +177,7 @@ CONV2D_TRANSPOSE = register(CanonicalOp(
     infer=_infer,
     legalize=_legalize,
     reference=reference,
-    constraints="x int8 NCHW, w int8 [C, O/G, kh, kw] (constant or not), bias int32 [O], "
-                "w_scale float32 [O] or [], w_zp int8 [O] or []; per-tensor x and output; "
-                "output size >= 1",
+    constraint=conv2d_transpose_constraint,
     roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
     absorbs_clamp=True,
     absorbs_table=True,
@@ -263,8 +189,8 @@ def conv2d_transpose(x: Any, w: Any, bias: np.ndarray, x_qp: QParams, w_qp: QPar
                      act: tuple[int, int] = (-128, 127), rounding: str = "rne_f32") -> Any:
     """Build ``canonqnn.conv2d_transpose``; ``w_qp`` holds one value or one per output channel."""
     channels = _tvm.shape_of(w)[1] * int(groups)
-    if w_qp.scale.size not in (1, channels):
-        raise ValueError(f"{w_qp.scale.size} weight scales for {channels} output channels")
+    CONV2D_TRANSPOSE.require(weight_scales=w_qp.scale.size, channels=channels,
+                             bias_shape=(np.size(bias),))
     check_accumulator_multipliers(x_qp.scalar_scale, w_qp.scale, out_qp)
     return CONV2D_TRANSPOSE.call(
         [x, w, _tvm.const(np.asarray(bias, np.int32).reshape(channels), "int32"),

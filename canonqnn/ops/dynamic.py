@@ -27,7 +27,7 @@ from .._tvm import te, tirx, topi
 from ..qparams import DYNAMIC_LEVELS, UINT8_TO_INT8_SHIFT, dynamic_qparams, dynamic_quantize
 from . import conv as conv_op
 from . import matmul as matmul_op
-from ._registry import CanonicalOp, register
+from ._registry import CanonicalOp, Refusal, register
 from ._requant import te_no_contract
 
 FAMILY = "dynamic"
@@ -159,6 +159,33 @@ def _conv_infer(call: Any) -> Any:
     return _tvm.tensor_type((n, o, *conv_op.out_hw(h, wd, kh, kw, a)), "float32")
 
 
+def _dynamic_operands(x_dtype: str, name: str, w_dtype: str, w_constant: bool,
+                      scale_size: int, zp_size: int, channels: int | None) -> Refusal | None:
+    """The operands dynamic_matmul and dynamic_conv2d share: a float32 input, constant int8
+    weights ``name`` and one weight scale / zero point or one per output channel."""
+    if x_dtype != "float32":
+        return Refusal(f"{x_dtype} input (float32: quantized at run time)")
+    if w_dtype != "int8" or not w_constant:
+        return Refusal(f"weights {name} must be an int8 constant, got "
+                       f"{'a constant' if w_constant else 'a run-time'} {w_dtype} tensor")
+    for what, size in (("scale", scale_size), ("zero point", zp_size)):
+        if channels is not None and size not in (1, channels):
+            return Refusal(f"{size} weight {what} values for {channels} output channels (one, "
+                           "or one per channel)")
+    return None
+
+
+def dynamic_matmul_constraint(x_dtype: str = "float32", b_dtype: str = "int8",
+                              b_constant: bool = True, b_shape=None, b_scale_size: int = 1,
+                              b_zp_size: int = 1) -> Refusal | None:
+    """x float32 [..., M, K]; b int8 [K, N] constant (uint8 held as int8); b_scale float32 [N]
+    or []; b_zp int8 [N] or []"""
+    if b_shape is not None and len(b_shape) != 2:
+        return Refusal("batched constant weights (dynamic_matmul takes [K, N])")
+    return _dynamic_operands(x_dtype, "b", b_dtype, b_constant, b_scale_size, b_zp_size,
+                             None if b_shape is None else int(b_shape[-1]))
+
+
 DYNAMIC_MATMUL = register(CanonicalOp(
     name="dynamic_matmul",
     weight_layout="KN",
@@ -169,10 +196,21 @@ DYNAMIC_MATMUL = register(CanonicalOp(
     infer=_matmul_infer,
     legalize=_matmul_legalize,
     reference=_matmul_reference,
-    constraints="x float32 [..., M, K]; b int8 [K, N] constant (uint8 held as int8); b_scale "
-                "float32 [N] or []; b_zp int8 [N] or []",
+    constraint=dynamic_matmul_constraint,
     family=FAMILY,
 ))
+
+
+def dynamic_conv2d_constraint(x_dtype: str = "float32", w_dtype: str = "int8",
+                              w_constant: bool = True, w_shape=None, w_scale_size: int = 1,
+                              w_zp_size: int = 1) -> Refusal | None:
+    """x float32 NCHW; w int8 OIHW constant (uint8 held as int8); w_scale float32 [O] or [];
+    w_zp int8 [O] or [] (padded taps contribute 0: ConvInteger pads with the zero point)"""
+    if w_shape is not None and len(w_shape) != 4:
+        return Refusal(f"weights of rank {len(w_shape)} (dynamic_conv2d takes OIHW)")
+    return _dynamic_operands(x_dtype, "w", w_dtype, w_constant, w_scale_size, w_zp_size,
+                             None if w_shape is None else int(w_shape[0]))
+
 
 DYNAMIC_CONV2D = register(CanonicalOp(
     name="dynamic_conv2d",
@@ -185,9 +223,7 @@ DYNAMIC_CONV2D = register(CanonicalOp(
     infer=_conv_infer,
     legalize=_conv_legalize,
     reference=_conv_reference,
-    constraints="x float32 NCHW; w int8 OIHW constant (uint8 held as int8); w_scale float32 "
-                "[O] or []; w_zp int8 [O] or []; padded taps contribute 0 (ConvInteger pads "
-                "with the zero point)",
+    constraint=dynamic_conv2d_constraint,
     family=FAMILY,
 ))
 
@@ -200,6 +236,13 @@ def _quantize_legalize(bb: Any, call: Any) -> Any:
             float(UINT8_TO_INT8_SHIFT), "float32")).astype("int8"), name="dynamic_quantize")
 
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_dynamic_quantize")
+
+
+def float_input_constraint(x_dtype: str = "float32") -> Refusal | None:
+    """x float32"""
+    if x_dtype != "float32":
+        return Refusal(f"{x_dtype} input (DynamicQuantizeLinear quantizes float32)")
+    return None
 
 
 def _parameter_op(index: int) -> CanonicalOp:
@@ -227,7 +270,7 @@ def _parameter_op(index: int) -> CanonicalOp:
                 ", a scalar",
         args=("x",), attrs=(),
         infer=lambda call: _tvm.tensor_type((), dtype),
-        legalize=legalize, reference=reference, constraints="x float32", family=FAMILY,
+        legalize=legalize, reference=reference, constraint=float_input_constraint, family=FAMILY,
     ))
 
 
@@ -242,19 +285,32 @@ DYNAMIC_QUANTIZE = register(CanonicalOp(
     args=("x",), attrs=(),
     infer=lambda call: _tvm.tensor_type(_tvm.shape_of(call.args[0]), "int8"),
     legalize=_quantize_legalize, reference=_quantize_reference,
-    constraints="x float32", family=FAMILY,
+    constraint=float_input_constraint, family=FAMILY,
 ))
 DYNAMIC_SCALE = _parameter_op(0)
 DYNAMIC_ZERO_POINT = _parameter_op(1)
 ROLES = {"q": DYNAMIC_QUANTIZE, "scale": DYNAMIC_SCALE, "zero_point": DYNAMIC_ZERO_POINT}
 
 
+def dynamic_result(role: str, x: Any) -> Any:
+    """DynamicQuantizeLinear's output ``role`` ("q", "scale" or "zero_point") of ``x``."""
+    op = ROLES[role]
+    op.require(x_dtype=_tvm.dtype_of(x))
+    return op.call([x], {})
+
+
 def dynamic_matmul(x: Any, b: Any, b_scale: np.ndarray, b_zp: np.ndarray) -> Any:
+    DYNAMIC_MATMUL.require(x_dtype=_tvm.dtype_of(x), b_dtype=_tvm.dtype_of(b),
+                           b_constant=_tvm.is_const(b), b_shape=_tvm.shape_of(b),
+                           b_scale_size=np.size(b_scale), b_zp_size=np.size(b_zp))
     return DYNAMIC_MATMUL.call([x, b, _tvm.const(np.asarray(b_scale, np.float32)),
                                 _tvm.const(np.asarray(b_zp, np.int8))], {})
 
 
 def dynamic_conv2d(x: Any, w: Any, w_scale: np.ndarray, w_zp: np.ndarray, **attrs: Any) -> Any:
+    DYNAMIC_CONV2D.require(x_dtype=_tvm.dtype_of(x), w_dtype=_tvm.dtype_of(w),
+                           w_constant=_tvm.is_const(w), w_shape=_tvm.shape_of(w),
+                           w_scale_size=np.size(w_scale), w_zp_size=np.size(w_zp))
     return DYNAMIC_CONV2D.call([x, w, _tvm.const(np.asarray(w_scale, np.float32)),
                                 _tvm.const(np.asarray(w_zp, np.int8))],
                                {k: attrs[k] for k in CONV_ATTRS})

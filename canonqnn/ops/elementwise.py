@@ -60,15 +60,21 @@ from .. import _tvm
 from .._tvm import te, tirx
 from ..errors import InvalidQuantizationError
 from ..numerics.arithmetic import fma_f32, shift_right_round_half_up
-from ..qparams import (TFLITE_ADD_LEFT_SHIFT, TFLITE_ADD_LEFT_SHIFT_INT16,
-                       TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT, QParams, tflite_add_multipliers,
-                       tflite_mul_multiplier, tflite_squared_difference_multipliers,
-                       xnnpack_add_multipliers)
-from ._arithmetic import te_fma
-from ._dtypes import check_sixteen_bit
 from ..numerics.q31 import Q31_ROUNDINGS, multiply_by_quantized_multiplier, requant_q31
+from ..qparams import (
+    TFLITE_ADD_LEFT_SHIFT,
+    TFLITE_ADD_LEFT_SHIFT_INT16,
+    TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT,
+    QParams,
+    tflite_add_multipliers,
+    tflite_mul_multiplier,
+    tflite_squared_difference_multipliers,
+    xnnpack_add_multipliers,
+)
+from ._arithmetic import te_fma
+from ._dtypes import sixteen_by_eight
 from ._q31 import te_multiply_by_quantized_multiplier, te_requant_q31
-from ._registry import CanonicalOp, UnsupportedRounding, register
+from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 
 ATTRS = ("a_scale", "a_zp", "b_scale", "b_zp", "out_scale", "out_zp", "act_min", "act_max",
@@ -93,7 +99,7 @@ def a_is_span_scalar(a_shape, b_shape) -> bool:
     return False
 
 
-def _f(value: float):
+def _f(value: float | np.float32):
     return tirx.const(float(value), "float32")
 
 
@@ -242,21 +248,69 @@ def _mul_legalize(bb: Any, call: Any) -> Any:
                       primfunc_name_hint="canonqnn_mul")
 
 
+INT16_ADD_ONLY = "int16 operands are TFLite's 16x8 ADD only, both int16"
+
+
+def _add_scales(scales, rounding: str | None, left_shift: int) -> Refusal | None:
+    """The (a_scale, b_scale, out_scale) TFLite's ADD/SUB (q31) and XNNPACK's add take."""
+    if scales is None:
+        return None
+    a_scale, b_scale, out_scale = scales
+    if rounding in Q31_ROUNDINGS:
+        mults = tflite_add_multipliers(a_scale, b_scale, out_scale,
+                                       single_rounding=rounding == "q31_single",
+                                       left_shift=left_shift)
+        if mults[2][1] > 0:
+            # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
+            return Refusal(f"TFLite's ADD/SUB needs 2 * max(a_scale, b_scale) < 2^{left_shift} "
+                           f"* out_scale; got a_scale {a_scale!r}, b_scale {b_scale!r}, "
+                           f"out_scale {out_scale!r}", UnsupportedRounding)
+    if rounding == "xnnpack":
+        try:
+            xnnpack_add_multipliers(a_scale, b_scale, out_scale)
+        except InvalidQuantizationError as exc:
+            return Refusal(str(exc), UnsupportedRounding)
+    return None
+
+
+def add_constraint(a_dtype: str = "int8", b_dtype: str = "int8", out_dtype: str = "int8",
+                   rounding: str | None = None,
+                   zero_points: dict[str, object] | None = None, scales=None) -> Refusal | None:
+    """a, b int8 per tensor, numpy-broadcastable; q31: 2 * max(a_scale, b_scale) < 2^20 *
+    out_scale (as TFLite; scales = (a_scale, b_scale, out_scale)); q31 only: a, b int16 (TFLite
+    16x8 ADD, general scales, zero points 0), 2^15 for 2^20; xnnpack: max(a_scale, b_scale) /
+    out_scale in [2^-10, 2^8) (as XNNPACK)"""
+    if "int16" in (a_dtype, b_dtype, out_dtype):
+        if b_dtype != a_dtype:
+            return Refusal(INT16_ADD_ONLY)
+        if (why := sixteen_by_eight(a_dtype, out_dtype, "int32", rounding, zero_points)):
+            return why
+    elif a_dtype != "int8" or b_dtype != "int8":
+        return Refusal(f"{a_dtype} and {b_dtype} operands (int8)")
+    return _add_scales(scales, rounding, _add_left_shift(a_dtype))
+
+
 ADD = register(CanonicalOp(
     name="add",
     summary="int8 + int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearAdd "
             "arithmetic; q31: TFLite ADD; xnnpack: XNNPACK's add)",
     args=("a", "b"), attrs=ATTRS, infer=_add_out_shape, legalize=_add_legalize,
     reference=add_reference,
-    constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8; "
-                "q31: 2 * max(a_scale, b_scale) < 2^20 * out_scale (as TFLite); q31 only: a, "
-                "b int16 (TFLite 16x8 ADD, general scales, zero points 0), 2^15 for 2^20; "
-                "xnnpack: max(a_scale, b_scale) / out_scale in [2^-10, 2^8) (as XNNPACK)",
+    constraint=add_constraint,
     family="elementwise",
     roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
     absorbs_clamp=True,
     absorbs_table=True,
 ))
+
+
+def mul_constraint(a_dtype: str = "int8", b_dtype: str = "int8", out_dtype: str = "int8",
+                   rounding: str | None = None,
+                   zero_points: dict[str, object] | None = None) -> Refusal | None:
+    """a, b int8 per tensor, numpy-broadcastable (int16 operands: TFLite's 16x8 ADD only, no
+    MUL)"""
+    return Refusal(INT16_ADD_ONLY) if "int16" in (a_dtype, b_dtype, out_dtype) else None
+
 
 MUL = register(CanonicalOp(
     name="mul",
@@ -264,7 +318,7 @@ MUL = register(CanonicalOp(
             "arithmetic; q31: TFLite MUL; xnnpack: XNNPACK's mul)",
     args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_mul_legalize,
     reference=mul_reference,
-    constraints="a, b int8 per tensor, numpy-broadcastable; source_dtype int8 or uint8",
+    constraint=mul_constraint,
     family="elementwise",
     roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
     absorbs_clamp=True,
@@ -308,14 +362,24 @@ def _sub_legalize(bb: Any, call: Any) -> Any:
                       primfunc_name_hint="canonqnn_sub")
 
 
+def sub_constraint(a_dtype: str = "int8", b_dtype: str = "int8", out_dtype: str = "int8",
+                   rounding: str | None = None, scales=None) -> Refusal | None:
+    """a, b int8 per tensor, numpy-broadcastable, int8 out; q31: 2 * max(a_scale, b_scale) <
+    2^20 * out_scale (as TFLite; scales = (a_scale, b_scale, out_scale))"""
+    if (a_dtype, b_dtype, out_dtype) != ("int8", "int8", "int8"):
+        return Refusal(f"{a_dtype} - {b_dtype} -> {out_dtype} (int8 only: TFLite's int16 SUB "
+                       "is not implemented)")
+    return _add_scales(scales, rounding if rounding in Q31_ROUNDINGS else None,
+                       TFLITE_ADD_LEFT_SHIFT)
+
+
 SUB = register(CanonicalOp(
     name="sub",
     summary="int8 - int8 -> int8 with broadcasting (rne_f32: onnxruntime's dequantize, float "
             "Sub, quantize; q31: TFLite SUB)",
     args=("a", "b"), attrs=SUB_ATTRS, infer=_out_shape, legalize=_sub_legalize,
     reference=sub_reference,
-    constraints="a, b int8 per tensor, numpy-broadcastable; q31: 2 * max(a_scale, b_scale) "
-                "< 2^20 * out_scale (as TFLite)",
+    constraint=sub_constraint,
     family="elementwise",
     roundings=("rne_f32",) + Q31_ROUNDINGS,
     absorbs_clamp=True,
@@ -335,8 +399,9 @@ def sub(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams, *,
         act=(-128, 127), rounding: str = "rne_f32") -> Any:
     """Build ``canonqnn.sub`` (a - b)."""
     attrs = _binary_attrs(a_qp, b_qp, out_qp, act, rounding)
-    if rounding in Q31_ROUNDINGS:
-        _add_q31_multipliers(attrs)  # raises where TFLite refuses the parameters
+    SUB.require(a_dtype=_tvm.dtype_of(a_q), b_dtype=_tvm.dtype_of(b_q), out_dtype=out_qp.dtype,
+                rounding=rounding, scales=(a_qp.scalar_scale, b_qp.scalar_scale,
+                                           out_qp.scalar_scale))
     return SUB.call([a_q, b_q], attrs)
 
 
@@ -345,19 +410,11 @@ def binary(op: CanonicalOp, a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, ou
     """Build ``canonqnn.add`` / ``canonqnn.mul``."""
     attrs = dict(_binary_attrs(a_qp, b_qp, out_qp, act, rounding), source_dtype=source_dtype)
     dtype = _tvm.dtype_of(a_q)
-    if "int16" in (dtype, _tvm.dtype_of(b_q), out_qp.dtype):
-        if op is not ADD or _tvm.dtype_of(b_q) != dtype:
-            raise ValueError(f"canonqnn.{op.name}: int16 operands are TFLite's 16x8 ADD only, "
-                             "both int16")
-        check_sixteen_bit("add", dtype, out_qp.dtype, "int32", rounding,
-                          dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.scalar_zp, out_zp=out_qp.scalar_zp))
-    if op is ADD and rounding in Q31_ROUNDINGS:
-        _add_q31_multipliers(attrs, _add_left_shift(dtype))  # raises where TFLite refuses
-    if op is ADD and rounding == "xnnpack":
-        try:
-            xnnpack_add_multipliers(a_qp.scalar_scale, b_qp.scalar_scale, out_qp.scalar_scale)
-        except InvalidQuantizationError as exc:
-            raise UnsupportedRounding(str(exc)) from None
+    op.require(a_dtype=dtype, b_dtype=_tvm.dtype_of(b_q), out_dtype=out_qp.dtype,
+               rounding=rounding,
+               zero_points=dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.scalar_zp, out_zp=out_qp.scalar_zp),
+               **({"scales": (a_qp.scalar_scale, b_qp.scalar_scale, out_qp.scalar_scale)}
+                  if op is ADD else {}))
     return op.call([a_q, b_q], attrs)
 
 
@@ -366,16 +423,11 @@ def _add_q31_multipliers(a: dict, left_shift: int = TFLITE_ADD_LEFT_SHIFT) \
         -> list[tuple[int, int]]:
     """Input a, input b and output (multiplier, shift) of TFLite's 8-bit ADD/SUB (int16 ADD:
     ``left_shift`` 15)."""
-    mults = tflite_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"],
-                                   single_rounding=a["rounding"] == "q31_single",
-                                   left_shift=left_shift)
-    if mults[2][1] > 0:
-        # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
-        raise UnsupportedRounding(
-            f"TFLite's ADD/SUB needs 2 * max(a_scale, b_scale) < 2^{left_shift} * out_scale; "
-            f"got a_scale {a['a_scale']!r}, b_scale {a['b_scale']!r}, out_scale "
-            f"{a['out_scale']!r}")
-    return mults
+    scales = (a["a_scale"], a["b_scale"], a["out_scale"])
+    if (why := _add_scales(scales, a["rounding"], left_shift)) is not None:
+        raise why.error(str(why))
+    return tflite_add_multipliers(*scales, single_rounding=a["rounding"] == "q31_single",
+                                  left_shift=left_shift)
 
 
 def _add_sub_q31_reference(x, y, sign: int, a: dict) -> np.ndarray:
@@ -456,18 +508,9 @@ def _mul_q31_legalize(bb: Any, call: Any) -> Any:
 # ---------------------------------------------------------------- squared_difference (TFLite)
 def _squared_difference_multipliers(a: dict) -> list[tuple[int, int]]:
     """Input a, input b and output (multiplier, shift) of TFLite's int8 SQUARED_DIFFERENCE."""
-    if a["rounding"] != "q31_double":
-        raise UnsupportedRounding(
-            f"canonqnn.squared_difference is TFLite's int8 SQUARED_DIFFERENCE (rounding "
-            f"q31_double); got rounding {a['rounding']!r}")
-    mults = tflite_squared_difference_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
-    if mults[2][1] > 0:
-        # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
-        raise UnsupportedRounding(
-            f"TFLite's SQUARED_DIFFERENCE needs (2 * max(a_scale, b_scale))^2 < 2^14 * "
-            f"out_scale; got a_scale {a['a_scale']!r}, b_scale {a['b_scale']!r}, out_scale "
-            f"{a['out_scale']!r}")
-    return mults
+    scales = (a["a_scale"], a["b_scale"], a["out_scale"])
+    SQUARED_DIFFERENCE.require(rounding=a["rounding"], scales=scales)
+    return tflite_squared_difference_multipliers(*scales)
 
 
 def _square_of_difference(xs, ys):
@@ -488,13 +531,32 @@ def _squared_difference_legalize(bb: Any, call: Any) -> Any:
                                      _squared_difference_multipliers(a), _square_of_difference)
 
 
+def squared_difference_constraint(a_dtype: str = "int8", b_dtype: str = "int8",
+                                  out_dtype: str = "int8", rounding: str = "q31_double",
+                                  scales=None) -> Refusal | None:
+    """a, b int8 per tensor, numpy-broadcastable, int8 out; rounding q31_double only; (2 *
+    max(a_scale, b_scale))^2 < 2^14 * out_scale (as TFLite; scales = (a_scale, b_scale,
+    out_scale))"""
+    if (a_dtype, b_dtype, out_dtype) != ("int8", "int8", "int8"):
+        return Refusal(f"{a_dtype}, {b_dtype} -> {out_dtype} (int8 only)")
+    if rounding != "q31_double":
+        return Refusal("TFLite's int8 SQUARED_DIFFERENCE kernel (rounding q31_double); the "
+                       f"rounding is {rounding}", UnsupportedRounding)
+    if scales is not None and tflite_squared_difference_multipliers(*scales)[2][1] > 0:
+        # TFLite aborts (QuantizeMultiplierSmallerThanOneExp): no result to reproduce
+        a_scale, b_scale, out_scale = scales
+        return Refusal(f"TFLite's SQUARED_DIFFERENCE needs (2 * max(a_scale, b_scale))^2 < "
+                       f"2^14 * out_scale; got a_scale {a_scale!r}, b_scale {b_scale!r}, "
+                       f"out_scale {out_scale!r}", UnsupportedRounding)
+    return None
+
+
 SQUARED_DIFFERENCE = register(CanonicalOp(
     name="squared_difference",
     summary="(int8 - int8)^2 -> int8 with broadcasting (q31_double: TFLite SQUARED_DIFFERENCE)",
     args=("a", "b"), attrs=SUB_ATTRS, infer=_out_shape, legalize=_squared_difference_legalize,
     reference=squared_difference_reference,
-    constraints="a, b int8 per tensor, numpy-broadcastable; rounding q31_double only; "
-                "(2 * max(a_scale, b_scale))^2 < 2^14 * out_scale (as TFLite)",
+    constraint=squared_difference_constraint,
     family="elementwise",
     roundings=("q31_double",),
 ))
@@ -505,5 +567,8 @@ def squared_difference(a_q: Any, b_q: Any, a_qp: QParams, b_qp: QParams, out_qp:
     """Build ``canonqnn.squared_difference`` ((a - b)^2)."""
     attrs = _binary_attrs(a_qp, b_qp, out_qp, act, rounding)
     call = SQUARED_DIFFERENCE.call([a_q, b_q], attrs)  # refuses roundings other than q31_double
-    _squared_difference_multipliers(attrs)  # raises where TFLite refuses the parameters
+    SQUARED_DIFFERENCE.require(a_dtype=_tvm.dtype_of(a_q), b_dtype=_tvm.dtype_of(b_q),
+                               out_dtype=out_qp.dtype, rounding=rounding,
+                               scales=(a_qp.scalar_scale, b_qp.scalar_scale,
+                                       out_qp.scalar_scale))
     return call

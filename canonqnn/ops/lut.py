@@ -25,7 +25,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te
 from ..qparams import QParams
-from ._registry import CanonicalOp, register
+from ._registry import CanonicalOp, Refusal, register
 
 TABLE_SIZE = 256
 # the table column of code q is q + 128 (int8), q + 32768 (int16: TFLite 16x8, one entry per code)
@@ -33,36 +33,11 @@ SIZES = {"int8": TABLE_SIZE, "int16": 1 << 16}
 OFFSETS = {"int8": 128, "int16": 1 << 15}
 
 
-def check_table(x_shape: tuple[int, ...], table_shape: tuple[int, ...], axis: int,
-                dtype: str = "int8") -> None:
-    """Raise ``ValueError`` unless the table fits ``x`` (of ``dtype``) and ``axis``."""
-    if dtype == "int16":
-        if axis != -1 or tuple(table_shape) != (SIZES["int16"],):
-            raise ValueError(f"lut: an int16 input takes one table of shape [{SIZES['int16']}] "
-                             f"(axis -1), got {list(table_shape)} with axis {axis}")
-        return
-    if axis == -1:
-        if tuple(table_shape) != (TABLE_SIZE,):
-            raise ValueError(f"lut: a table of shape {list(table_shape)} needs an axis "
-                             f"(expected [{TABLE_SIZE}] for axis -1)")
-        return
-    if not 0 <= axis < len(x_shape):
-        raise ValueError(f"lut: axis {axis} out of range for an input of rank {len(x_shape)}")
-    if tuple(table_shape) != (x_shape[axis], TABLE_SIZE):
-        raise ValueError(f"lut: table shape {list(table_shape)} does not match "
-                         f"[{x_shape[axis]}, {TABLE_SIZE}] (input dimension {axis})")
-
-
 def _infer(call: Any) -> Any:
     x, table = call.args
-    dtype = _tvm.dtype_of(x)
-    if dtype not in SIZES:
-        raise ValueError(f"lut: input must be int8 or int16, got {dtype}")
-    if _tvm.dtype_of(table) != dtype:
-        raise ValueError(f"lut: the table must have the input's dtype {dtype}, got "
-                         f"{_tvm.dtype_of(table)}")
-    x_shape = _tvm.shape_of(x)
-    check_table(x_shape, _tvm.shape_of(table), int(_tvm.attrs_dict(call)["axis"]), dtype)
+    dtype, x_shape = _tvm.dtype_of(x), _tvm.shape_of(x)
+    LUT.require(x_dtype=dtype, table_dtype=_tvm.dtype_of(table), x_shape=x_shape,
+                table_shape=_tvm.shape_of(table), axis=int(_tvm.attrs_dict(call)["axis"]))
     return _tvm.tensor_type(x_shape, dtype)
 
 
@@ -91,6 +66,39 @@ def _legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(gather, call.args[0], call.args[1], primfunc_name_hint="canonqnn_lut")
 
 
+def lut_constraint(x_dtype: str = "int8", table_dtype: str | None = None, x_shape=None,
+                   table_shape=None, axis: int = -1, x_zp: int = 0) -> Refusal | None:
+    """x int8; table of x's dtype, [256] (axis -1) or [C, 256] with C = x.shape[axis]; output
+    of x's dtype. x int16 (zero point 0): table [65536], axis -1"""
+    if x_dtype not in SIZES:
+        return Refusal(f"input must be int8 or int16, got {x_dtype}")
+    if table_dtype is not None and table_dtype != x_dtype:
+        return Refusal(f"table must be {x_dtype} (the input's dtype), got {table_dtype}")
+    if x_dtype == "int16" and x_zp:
+        return Refusal(f"an int16 input has zero point 0 (TFLite's 16x8 kernels), not {x_zp}")
+    if table_shape is None:
+        return None
+    table_shape = tuple(table_shape)
+    if x_dtype == "int16":
+        if axis != -1 or table_shape != (SIZES["int16"],):
+            return Refusal(f"an int16 input takes one table of shape [{SIZES['int16']}] "
+                           f"(axis -1), got {list(table_shape)} with axis {axis}")
+        return None
+    if axis == -1:
+        if table_shape != (TABLE_SIZE,):
+            return Refusal(f"a table of shape {list(table_shape)} needs an axis "
+                           f"(expected [{TABLE_SIZE}] for axis -1)")
+        return None
+    if x_shape is None:
+        return None
+    if not 0 <= axis < len(x_shape):
+        return Refusal(f"axis {axis} out of range for an input of rank {len(x_shape)}")
+    if table_shape != (x_shape[axis], TABLE_SIZE):
+        return Refusal(f"table shape {list(table_shape)} does not match "
+                       f"[{x_shape[axis]}, {TABLE_SIZE}] (input dimension {axis})")
+    return None
+
+
 LUT = register(CanonicalOp(
     name="lut",
     summary="int8 -> int8 table lookup (elementwise functions; one table or one per channel); "
@@ -100,9 +108,7 @@ LUT = register(CanonicalOp(
     infer=_infer,
     legalize=_legalize,
     reference=lut_reference,
-    constraints="x int8 (per-tensor parameters); table int8 constant [256] (axis -1) or "
-                "[C, 256] with C = x.shape[axis]; output int8 per tensor. x int16 (zero point "
-                "0): table int16 constant [65536], axis -1, output int16",
+    constraint=lut_constraint,
     family="elementwise",
 ))
 
@@ -112,12 +118,13 @@ def lut(x: Any, table: Any, in_qp: QParams, out_qp: QParams, function: str,
     """Build ``canonqnn.lut``; ``table`` is an array (or constant) of ``x``'s dtype: int8 of
     shape [256] or [C, 256] (then ``axis`` is the dimension of ``x`` that selects the row), or
     int16 of shape [65536] for an int16 ``x``."""
+    dtype = _tvm.dtype_of(x)
     if isinstance(table, np.ndarray):
-        dtype = _tvm.dtype_of(x)
-        if str(table.dtype) != dtype:
-            raise ValueError(f"lut: table must be {dtype} (the input's dtype), got {table.dtype}")
-        check_table(_tvm.shape_of(x), table.shape, axis, dtype)
+        LUT.require(x_dtype=dtype, table_dtype=str(table.dtype), x_shape=_tvm.shape_of(x),
+                    table_shape=table.shape, axis=int(axis), x_zp=in_qp.scalar_zp)
         table = _tvm.const(table, dtype)
+    else:
+        LUT.require(x_dtype=dtype, x_zp=in_qp.scalar_zp)
     return LUT.call([x, table], dict(in_scale=in_qp.scalar_scale, in_zp=in_qp.scalar_zp,
                                      out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp,
                                      function=str(function), axis=int(axis)))

@@ -45,17 +45,17 @@ from typing import Any
 
 import numpy as np
 
-from .. import _tvm, dot_isa
+from .. import _tvm
 from .._tvm import te, tirx
-# UINT8_SHIFT: a holds uint8 data as a - 128 in the pair-saturating mode
-from ..dot_isa import UINT8_SHIFT
 from ..numerics.q31 import Q31_ROUNDINGS
-from ..qparams import (QParams, accumulator_multiplier, check_accumulator_multipliers,
-                       quantize_multipliers)
-from . import _dot
-from ._dot import broadcast_index
-from ._dtypes import check_sixteen_bit
-from ._registry import CanonicalOp, UnsupportedRounding, register
+from ..qparams import (
+    QParams,
+    accumulator_multiplier,
+    check_accumulator_multipliers,
+    quantize_multipliers,
+)
+from ._dtypes import bias_per_channel, sixteen_by_eight
+from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
 from ._requant import channel_multipliers, requant_channels, te_requant_channel
 
 ATTRS = ("a_scale", "a_zp", "alpha", "out_scale", "out_zp", "act_min", "act_max", "rounding",
@@ -63,6 +63,7 @@ ATTRS = ("a_scale", "a_zp", "alpha", "out_scale", "out_zp", "act_min", "act_max"
 ACCUMULATE = ("exact", "u8s8_pair_sat16")
 SOURCE_OPS = ("fully_connected", "batch_matmul")
 INT16_MIN, INT16_MAX = -(2 ** 15), 2 ** 15 - 1
+UINT8_SHIFT = 128  # a holds uint8 data as a - 128 in the pair-saturating mode
 
 
 def out_shape(a_shape: tuple[int, ...], b_shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -137,6 +138,14 @@ def reference(a_q, b_q, bias, b_scale, b_zp, **a) -> np.ndarray:
                             axis=acc.ndim - 1)
 
 
+def broadcast_index(index: Any, shape: tuple[int, ...]) -> list[Any]:
+    """A matmul operand's batch indices from the output's batch indices ``index``, for an
+    operand of batch shape ``shape`` (numpy broadcasting: leading dims dropped, dims of 1 read
+    at 0)."""
+    index = list(index)[len(index) - len(shape):] if shape else []
+    return [0 if dim == 1 else i for i, dim in zip(index, shape)]
+
+
 def _operand_index(idx: tuple, shape: tuple[int, ...]) -> list:
     """Index into a broadcast batch operand of ``shape`` from the output's index ``idx``."""
     return broadcast_index(idx[:-2], shape[:-2])
@@ -200,6 +209,8 @@ def _pair_saturated_accumulator(x, w, wzp, a_zp: int, symmetric: bool, shape, a_
 
 
 def _legalize(bb: Any, call: Any) -> Any:
+    """The op's own compute, what any target gets: the definition's loop nest (on CPUs with
+    int8 dot products the build runs a faster form of it, ``canonqnn.build.forms``)."""
     a = _tvm.attrs_dict(call)
     a_q, b_q, bias, b_scale, b_zp = call.args
     a_shape, b_shape = _tvm.shape_of(a_q), _tvm.shape_of(b_q)
@@ -214,63 +225,53 @@ def _legalize(bb: Any, call: Any) -> Any:
     accumulate = (_pair_saturated_accumulator if a.get("accumulate") == "u8s8_pair_sat16"
                   else _exact_accumulator)
 
-    isa = _packed_isa(a, call, accumulator)
-    constant_b = _constant_b(a, call, bzp, isa) if isa is not None else None
-    if constant_b is not None:  # packed at build time
-        weights, corrected = constant_b
-        bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
-    elif isa is not None:  # packed inside the kernel, as int16 pairs (no correction needed)
-        isa = dot_isa.isa_named(isa.pair2)
-
     def compute(x, w, bias, mult, wzp):
-        if isa is not None:
-            lanes, batch = isa.lanes, shape[:-2]
-            columns = -(-n // lanes)
-            packed_acc = _dot.te_packed_matmul(
-                x, w, isa, a["a_zp"], batch,
-                {**_dot.conv_tile(isa, columns, a_shape[-2]),
-                 "macs": int(np.prod(shape)) * a_shape[-1]},
-                b_zp=None if constant_b is not None else wzp)
-
-            def acc(*idx):
-                flat = 0
-                for i, dim in zip(idx[:-2], batch):
-                    flat = flat * dim + i
-                return packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
-        else:
-            acc = accumulate(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape,
-                             accumulator)
-        if a["out_dtype"] == "int32":
-            return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
-        return te.compute(shape, lambda *idx: te_requant_channel(
-            acc(*idx) + bias[idx[-1]], kind, mult, idx[-1], a, accumulator), name="requant")
+        acc = accumulate(x, w, wzp, a["a_zp"], symmetric, shape, a_shape, b_shape, accumulator)
+        return te_output(shape, acc, bias, mult, kind, a, accumulator)
 
     return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
                       primfunc_name_hint="canonqnn_matmul")
 
 
-def _packed_isa(a: dict[str, Any], call: Any, accumulator: str):
-    """The dot-product ISA the matmul runs on (``ops._dot.te_packed_matmul``): int8 operands,
-    exact accumulation in int32, a constant bias, a target with one; else None (the plain
-    loop nest)."""
-    a_q, b_q, bias = call.args[:3]
-    has_feature = _tvm.current_target_features()
-    if (has_feature is None or a.get("accumulate") != "exact" or accumulator != "int32"
-            or _tvm.dtype_of(a_q) != "int8" or _tvm.dtype_of(b_q) != "int8"
-            or not _tvm.is_const(bias)):
-        return None
-    return dot_isa.isa_for(has_feature)
+def te_output(shape: tuple[int, ...], acc: Any, bias: Any, mult: Any, kind: str,
+              a: dict[str, Any], accumulator: str) -> Any:
+    """The matmul's output of shape ``shape`` from its accumulator ``acc(*index)``: the biased
+    accumulator itself (``out_dtype`` int32) or it requantized by ``requant_multipliers``'
+    ``(kind, mult)`` (every kernel form's output stage, ``canonqnn.build.forms``)."""
+    if a["out_dtype"] == "int32":
+        return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
+    return te.compute(shape, lambda *idx: te_requant_channel(
+        acc(*idx) + bias[idx[-1]], kind, mult, idx[-1], a, accumulator), name="requant")
 
 
-def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray, isa: Any):
-    """``(PackedWeights, bias)`` for a constant 2-D ``b`` on ``isa``, packed at build time
-    like a 1x1 conv's weights; None where it is not constant or its packed form would not be
-    exact (a run-time ``b`` is packed inside the kernel, on ``vpmaddwd``)."""
-    b_q, bias = call.args[1], call.args[2]
-    if not _tvm.is_const(b_q) or len(_tvm.shape_of(b_q)) != 2:
-        return None
-    as_conv = _tvm.const_value(b_q).T[:, :, None, None]  # [N, K, 1, 1]
-    return _dot.packed_weights_for(as_conv, bzp, a["a_zp"], isa, _tvm.const_value(bias))
+def matmul_constraint(a_dtype: str = "int8", out_dtype: str = "int8",
+                      accumulator: str = "int32", rounding: str | None = None,
+                      zero_points: dict[str, object] | None = None, shifts=None,
+                      alpha: float = 1.0, accumulate: str = "exact",
+                      source_op: str = "fully_connected", bias_shape=None,
+                      channels: int | None = None) -> Refusal | None:
+    """a int8 [..., M, K] per tensor, b int8 [..., K, N] (constant or not), bias int32 [N],
+    b_scale float32 [N] or [], b_zp int8 [N] or []; rank >= 2; out_dtype int8, or int32 with
+    multiplier exactly 1 and out_zp 0; accumulate exact, or u8s8_pair_sat16 (a holds uint8 data
+    as a - 128); Q31 roundings: alpha 1, accumulate exact, source_op fully_connected or
+    batch_matmul (the TFLite kernel reproduced); a int16 (fully_connected only) with out_dtype
+    int16 and zero points 0, bias int32 or int64 (the accumulator's type)"""
+    if accumulate not in ACCUMULATE:
+        return Refusal(f"unknown accumulate {accumulate!r}")
+    if source_op not in SOURCE_OPS:
+        return Refusal(f"unknown source_op {source_op!r}")
+    if bias_shape is not None and (why := bias_per_channel(bias_shape, channels)) is not None:
+        return why
+    if rounding in Q31_ROUNDINGS and (float(np.float32(alpha)) != 1.0 or accumulate != "exact"):
+        return Refusal(f"rounding {rounding} needs alpha 1 and exact accumulation (TFLite has "
+                       "neither)", UnsupportedRounding)
+    why = sixteen_by_eight(a_dtype, out_dtype, accumulator, rounding, zero_points, shifts)
+    if why is not None:
+        return why
+    if a_dtype == "int16" and source_op != "fully_connected":
+        return Refusal(f"int16 {source_op} (only TFLite's 16x8 FULLY_CONNECTED is implemented)",
+                       UnsupportedRounding)
+    return None
 
 
 MATMUL = register(CanonicalOp(
@@ -284,14 +285,7 @@ MATMUL = register(CanonicalOp(
     infer=_infer,
     legalize=_legalize,
     reference=reference,
-    constraints="a int8 [..., M, K] per tensor, b int8 [..., K, N] (constant or not), "
-                "bias int32 [N], b_scale float32 [N] or [], b_zp int8 [N] or []; rank >= 2; "
-                "out_dtype int8, or int32 with multiplier exactly 1 and out_zp 0; "
-                "accumulate exact, or u8s8_pair_sat16 (a holds uint8 data as a - 128); "
-                "Q31 roundings: alpha 1, accumulate exact, source_op fully_connected or "
-                "batch_matmul (the TFLite kernel reproduced); a int16 (fully_connected only) "
-                "with out_dtype int16 and zero points 0, bias int32 or int64 (the "
-                "accumulator's type)",
+    constraint=matmul_constraint,
     roundings=("rne_f32", "xnnpack", *Q31_ROUNDINGS),
     absorbs_clamp=True,
     absorbs_table=True,
@@ -306,29 +300,23 @@ def matmul(a_q: Any, b_q: Any, bias: np.ndarray | None, a_qp: QParams, b_qp: QPa
 
     ``source_op`` names the TFLite kernel a Q31 rounding reproduces; ``accumulator="int64"``:
     the bias is int64 (TFLite 16x8, module doc)."""
-    if accumulate not in ACCUMULATE:
-        raise ValueError(f"canonqnn.matmul: unknown accumulate {accumulate!r}")
-    if source_op not in SOURCE_OPS:
-        raise ValueError(f"canonqnn.matmul: unknown source_op {source_op!r}")
-    check_accumulator_multipliers(a_qp.scalar_scale, b_qp.scale, out_qp, alpha)
-    if rounding in Q31_ROUNDINGS and (float(np.float32(alpha)) != 1.0 or accumulate != "exact"):
-        raise UnsupportedRounding(f"canonqnn.matmul: rounding {rounding} needs alpha 1 and "
-                                  f"exact accumulation (TFLite has neither)")
     a_dtype, n = _tvm.dtype_of(a_q), _tvm.shape_of(b_q)[-1]
+    params = dict(a_dtype=a_dtype, out_dtype=out_qp.dtype, accumulator=accumulator,
+                  rounding=rounding, alpha=alpha, accumulate=accumulate, source_op=source_op,
+                  bias_shape=None if bias is None else (np.size(bias),), channels=n,
+                  zero_points=dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.zero_point,
+                                   out_zp=out_qp.scalar_zp))
+    MATMUL.require(**params)
+    check_accumulator_multipliers(a_qp.scalar_scale, b_qp.scale, out_qp, alpha)
     attrs = dict(a_scale=a_qp.scalar_scale, a_zp=a_qp.scalar_zp, alpha=float(np.float32(alpha)),
                  out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
                  act_max=int(act[1]), rounding=rounding, out_dtype=out_qp.dtype,
                  accumulate=accumulate, source_op=source_op)
     int64_requantization = accumulator == "int64" and rounding in Q31_ROUNDINGS and \
         not _rounds_in_double(attrs)
-    check_sixteen_bit(
-        "matmul", a_dtype, out_qp.dtype, accumulator, rounding,
-        dict(a_zp=a_qp.scalar_zp, b_zp=b_qp.zero_point, out_zp=out_qp.scalar_zp),
-        shifts=quantize_multipliers(q31_real_multiplier(attrs, b_qp.scale, n),
-                                    single_rounding=True)[1] if int64_requantization else None)
-    if a_dtype == "int16" and source_op != "fully_connected":
-        raise UnsupportedRounding(f"canonqnn.matmul: int16 {source_op} (only TFLite's 16x8 "
-                                  "FULLY_CONNECTED is implemented)")
+    if int64_requantization:
+        MATMUL.require(**params, shifts=quantize_multipliers(
+            q31_real_multiplier(attrs, b_qp.scale, n), single_rounding=True)[1])
     bias = np.zeros(n, accumulator) if bias is None else np.asarray(bias, accumulator).reshape(n)
     return MATMUL.call(
         [a_q, b_q, _tvm.const(bias, accumulator), _tvm.const(b_qp.scale, "float32"),

@@ -33,13 +33,12 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx, topi
 from ..numerics.arithmetic import round_half_away
-from ..qparams import (QParams, activation_range, tflite_concat_scaling,
-                       tflite_requantize_multiplier)
-from ._arithmetic import te_round_half_away
-from ._dtypes import INT16_UNDER_Q31, check_activation_dtype, input_type
 from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
+from ..qparams import QParams, activation_range, tflite_concat_scaling, tflite_requantize_multiplier
+from ._arithmetic import te_round_half_away
+from ._dtypes import activation_dtype, input_type
 from ._q31 import te_requant_q31
-from ._registry import CanonicalOp, UnsupportedRounding, register
+from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
 from ._requant import requant_via_real, te_no_contract, te_requant_via_real
 
 F32 = np.float32
@@ -50,6 +49,13 @@ def _same_type(call: Any, shape) -> Any:
 
 
 # ---------------------------------------------------------------- reshape
+def reshape_constraint(x_dtype: str, rounding: str | None = None,
+                       zero_points=()) -> Refusal | None:
+    """x int8, or int16 (TFLite's 16x8 int16 activations, under the Q31 roundings, zero points
+    0); static shapes; output shares the input's scale and zero point"""
+    return activation_dtype(x_dtype, rounding, zero_points)
+
+
 RESHAPE = register(CanonicalOp(
     name="reshape",
     summary="int8 (or int16) reshape (also flatten, squeeze, unsqueeze); parameters unchanged",
@@ -60,14 +66,13 @@ RESHAPE = register(CanonicalOp(
                                          _tvm.attrs_dict(call)["newshape"],
                                          primfunc_name_hint="canonqnn_reshape"),
     reference=lambda x, newshape, scale, zp: x.reshape(newshape),
-    constraints="x int8, or int16 (" + INT16_UNDER_Q31 + "); static shapes; output shares "
-                "the input's scale and zero point",
+    constraint=reshape_constraint,
     family="movement",
 ))
 
 
 def reshape(x: Any, newshape, qp: QParams) -> Any:
-    check_activation_dtype("reshape", x, None, (qp.scalar_zp,))
+    RESHAPE.require(x_dtype=_tvm.dtype_of(x), zero_points=(qp.scalar_zp,))
     return RESHAPE.call([x], dict(newshape=[int(d) for d in newshape], scale=qp.scalar_scale,
                                   zp=qp.scalar_zp))
 
@@ -76,6 +81,13 @@ def reshape(x: Any, newshape, qp: QParams) -> Any:
 def _transpose_infer(call: Any) -> Any:
     shape = _tvm.shape_of(call.args[0])
     return input_type(call, [shape[i] for i in _tvm.attrs_dict(call)["axes"]])
+
+
+def transpose_constraint(x_dtype: str, rounding: str | None = None,
+                         zero_points=()) -> Refusal | None:
+    """x int8, or int16 (TFLite's 16x8 int16 activations, under the Q31 roundings, zero points
+    0); output shares the input's scale and zero point"""
+    return activation_dtype(x_dtype, rounding, zero_points)
 
 
 TRANSPOSE = register(CanonicalOp(
@@ -88,14 +100,13 @@ TRANSPOSE = register(CanonicalOp(
                                          _tvm.attrs_dict(call)["axes"],
                                          primfunc_name_hint="canonqnn_transpose"),
     reference=lambda x, axes, scale, zp: np.transpose(x, axes),
-    constraints="x int8, or int16 (" + INT16_UNDER_Q31 + "); output shares the input's scale "
-                "and zero point",
+    constraint=transpose_constraint,
     family="movement",
 ))
 
 
 def transpose(x: Any, axes, qp: QParams) -> Any:
-    check_activation_dtype("transpose", x, None, (qp.scalar_zp,))
+    TRANSPOSE.require(x_dtype=_tvm.dtype_of(x), zero_points=(qp.scalar_zp,))
     return TRANSPOSE.call([x], dict(axes=[int(a) for a in axes], scale=qp.scalar_scale,
                                     zp=qp.scalar_zp))
 
@@ -152,6 +163,20 @@ def _max_pool_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_max_pool2d")
 
 
+def max_pool2d_constraint(x_dtype: str = "int8", x_rank: int = 4,
+                          scale: float = 1.0) -> Refusal | None:
+    """x int8 NCHW; positive scale (max commutes with dequantize); output shares the input's
+    scale and zero point"""
+    if x_dtype != "int8":
+        return Refusal(f"{x_dtype} input (int8)")
+    if x_rank != 4:
+        return Refusal(f"rank-{x_rank} input (NCHW)")
+    if not scale > 0:
+        return Refusal(f"scale {scale!r} is not positive (max commutes with dequantize only "
+                       "under a positive scale)")
+    return None
+
+
 MAX_POOL2D = register(CanonicalOp(
     name="max_pool2d",
     layout="NCHW",
@@ -162,14 +187,15 @@ MAX_POOL2D = register(CanonicalOp(
                                                     _tvm.attrs_dict(call))),
     legalize=_max_pool_legalize,
     reference=_max_pool_reference,
-    constraints="x int8 NCHW; positive scale (max commutes with dequantize); output shares "
-                "the input's scale and zero point",
+    constraint=max_pool2d_constraint,
     family="movement",
 ))
 
 
 def max_pool2d(x: Any, qp: QParams, *, pool_size, strides, padding, dilation,
                ceil_mode: bool) -> Any:
+    MAX_POOL2D.require(x_dtype=_tvm.dtype_of(x), x_rank=len(_tvm.shape_of(x)),
+                       scale=qp.scalar_scale)
     return MAX_POOL2D.call([x], dict(
         pool_size=list(pool_size), strides=list(strides), padding=list(padding),
         dilation=list(dilation), ceil_mode=bool(ceil_mode), scale=qp.scalar_scale,
@@ -214,6 +240,14 @@ def _requantize_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_requantize")
 
 
+def requantize_constraint(x_dtype: str, rounding: str | None = None,
+                          zero_points=()) -> Refusal | None:
+    """x int8 per tensor, output int8 per tensor; or x and output int16 (TFLite's 16x8 int16
+    activations, under the Q31 roundings, zero points 0); xnnpack: equal input and output
+    parameters (a clamp)"""
+    return activation_dtype(x_dtype, rounding, zero_points)
+
+
 REQUANTIZE = register(CanonicalOp(
     name="requantize",
     summary="int8 -> int8 change of scale/zero point (rne_f32: dequantize then quantize in "
@@ -223,8 +257,7 @@ REQUANTIZE = register(CanonicalOp(
     infer=lambda call: input_type(call, _tvm.shape_of(call.args[0])),
     legalize=_requantize_legalize,
     reference=_requantize_reference,
-    constraints="x int8 per tensor, output int8 per tensor; or x and output int16 (" +
-                INT16_UNDER_Q31 + "); xnnpack: equal input and output parameters (a clamp)",
+    constraint=requantize_constraint,
     family="movement",
     roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
 ))
@@ -233,7 +266,8 @@ REQUANTIZE = register(CanonicalOp(
 def requantize(x: Any, in_qp: QParams, out_qp: QParams, act: tuple[int, int] | None = None,
                rounding: str = "rne_f32") -> Any:
     """``act`` defaults to the full range of ``x``'s dtype (the output's)."""
-    check_activation_dtype("requantize", x, rounding, (in_qp.scalar_zp, out_qp.scalar_zp))
+    REQUANTIZE.require(x_dtype=_tvm.dtype_of(x), rounding=rounding,
+                       zero_points=(in_qp.scalar_zp, out_qp.scalar_zp))
     if rounding == "xnnpack" and not in_qp.same_as(out_qp):
         # equal parameters make it a clamp; XNNPACK's qs8 convert was not measured
         raise UnsupportedRounding("canonqnn.requantize: rounding xnnpack needs equal input and "
@@ -294,6 +328,24 @@ def _concat_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, *call.args, primfunc_name_hint="canonqnn_concat")
 
 
+def concat_constraint(x_dtypes=("int8",), axis: int = 0, rounding: str = "rne_f32",
+                      source_dtype: str = "int8", same_params: bool = True) -> Refusal | None:
+    """inputs int8, non-negative axis; q31 with differing parameters (``same_params`` false:
+    some input's scale / zero point differ from the output's): source_dtype uint8 only (TFLite's
+    int8 kernel requires equal parameters); xnnpack: equal parameters (a copy)"""
+    if any(d != "int8" for d in x_dtypes):
+        return Refusal(f"inputs of {', '.join(sorted(set(x_dtypes)))} (int8)")
+    if axis < 0:
+        return Refusal(f"axis {axis} (non-negative)")
+    if rounding in Q31_ROUNDINGS and source_dtype != "uint8" and not same_params:
+        return Refusal(_INT8_RESCALE, UnsupportedRounding)
+    if rounding == "xnnpack" and not same_params:
+        # the XNNPACK quantizer gives a cat's inputs its output's parameters
+        return Refusal("rounding xnnpack needs every input to have the output's parameters "
+                       "(XNNPACK's requantization is not implemented)", UnsupportedRounding)
+    return None
+
+
 CONCAT = register(CanonicalOp(
     name="concat",
     summary="int8 concatenation; inputs whose parameters differ from the output's are "
@@ -304,9 +356,7 @@ CONCAT = register(CanonicalOp(
     infer=_concat_infer,
     legalize=_concat_legalize,
     reference=_concat_reference,
-    constraints="inputs int8 per tensor, non-negative axis; q31 with differing parameters: "
-                "source_dtype uint8 only (TFLite's int8 kernel requires equal parameters); "
-                "xnnpack: equal parameters (a copy)",
+    constraint=concat_constraint,
     family="movement",
     roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
 ))
@@ -315,14 +365,9 @@ CONCAT = register(CanonicalOp(
 def concat(xs: list[Any], in_qps: list[QParams], out_qp: QParams, axis: int,
            rounding: str = "rne_f32", source_dtype: str = "int8") -> Any:
     """Build ``canonqnn.concat``; ``source_dtype`` matters only to the q31 roundings."""
-    if rounding in Q31_ROUNDINGS and source_dtype != "uint8" and \
-            not all(q.same_as(out_qp) for q in in_qps):
-        raise UnsupportedRounding(_INT8_RESCALE)
-    if rounding == "xnnpack" and not all(q.same_as(out_qp) for q in in_qps):
-        # the XNNPACK quantizer gives a cat's inputs its output's parameters
-        raise UnsupportedRounding("canonqnn.concat: rounding xnnpack needs every input to have "
-                                  "the output's parameters (XNNPACK's requantization is not "
-                                  "implemented)")
+    CONCAT.require(x_dtypes=[_tvm.dtype_of(x) for x in xs], axis=int(axis), rounding=rounding,
+                   source_dtype=source_dtype,
+                   same_params=all(q.same_as(out_qp) for q in in_qps))
     return CONCAT.call(list(xs), dict(
         axis=int(axis), in_scales=[q.scalar_scale for q in in_qps],
         in_zps=[q.scalar_zp for q in in_qps], out_scale=out_qp.scalar_scale,

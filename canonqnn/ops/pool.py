@@ -47,14 +47,14 @@ from typing import Any
 import numpy as np
 
 from .. import _tvm
-from .._tvm import te, tirx, topi
+from .._tvm import te, tirx
 from ..numerics.arithmetic import divide_round_half_away
+from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
 from ..qparams import QParams, activation_range, mean_multiplier
 from ._arithmetic import te_divide_round_half_away
-from ._dtypes import check_activation_dtype
-from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
+from ._dtypes import activation_dtype
 from ._q31 import te_requant_q31
-from ._registry import CanonicalOp, UnsupportedRounding, register
+from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
 from .elementwise import storage_offset
 from .movement import pool_out_size
@@ -86,28 +86,35 @@ def q31_mean_multiplier(a: dict, count: int) -> tuple[int, int]:
                            single_rounding=a["rounding"] == "q31_single")
 
 
-def check_q31_average(op: str, x_qp: QParams, out_qp: QParams, rounding: str) -> None:
-    if rounding in Q31_ROUNDINGS and not x_qp.same_as(out_qp):
-        raise UnsupportedRounding(
-            f"canonqnn.{op}: TFLite's AVERAGE_POOL_2D averages stored values and ignores the "
-            f"parameters, so {rounding} needs equal input and output parameters "
-            f"(got {x_qp} -> {out_qp})")
+def q31_average(rounding: str, x_qp: QParams | None, out_qp: QParams | None) -> Refusal | None:
+    """TFLite's AVERAGE_POOL_2D under the Q31 roundings: equal input and output parameters."""
+    if (rounding in Q31_ROUNDINGS and x_qp is not None and out_qp is not None
+            and not x_qp.same_as(out_qp)):
+        return Refusal(f"TFLite's AVERAGE_POOL_2D averages stored values and ignores the "
+                       f"parameters, so {rounding} needs equal input and output parameters "
+                       f"(got {x_qp} -> {out_qp})", UnsupportedRounding)
+    return None
 
 
-def check_q31_count(op: str, count: int, rounding: str, dtype: str = "int8") -> None:
+def q31_count(count: int | None, rounding: str, dtype: str = "int8") -> Refusal | None:
+    """TFLite sums the ``count`` values of a window / mean in int32: no overflow allowed."""
     largest = 255 if dtype == "int8" else 2**15  # |x - x_zp| of int8; |x| of int16 (zp 0)
-    if rounding in Q31_ROUNDINGS and largest * count > 2**31 - 1:
-        raise UnsupportedRounding(f"canonqnn.{op}: a sum of {count} {dtype} values can overflow "
-                                  f"TFLite's int32 accumulator; {rounding} refused")
+    if count is not None and rounding in Q31_ROUNDINGS and largest * count > 2**31 - 1:
+        return Refusal(f"a sum of {count} {dtype} values can overflow TFLite's int32 "
+                       f"accumulator; {rounding} refused", UnsupportedRounding)
+    return None
 
 
-def check_mean_dtype(op: str, x: Any, x_qp: QParams, out_qp: QParams, rounding: str,
-                     q31_kernel: str = "mean") -> None:
-    """int8, or int16 as TFLite's 16x8 MEAN (Q31 roundings, zero points 0, int16 out)."""
-    check_activation_dtype(op, x, rounding, (x_qp.scalar_zp, out_qp.scalar_zp))
-    if _tvm.dtype_of(x) == "int16" and (q31_kernel != "mean" or out_qp.dtype != "int16"):
-        raise UnsupportedRounding(f"canonqnn.{op}: int16 input is TFLite's 16x8 MEAN only "
-                                  f"(int16 out), not {q31_kernel} to {out_qp.dtype}")
+def mean_dtypes(x_dtype: str, out_dtype: str, rounding: str, zero_points=(),
+                q31_kernel: str = "mean") -> Refusal | None:
+    """int8, or int16 as TFLite's 16x8 MEAN (Q31 roundings, zero points 0, int16 out): the
+    constraint global_avg_pool2d and reduce_mean share."""
+    if (why := activation_dtype(x_dtype, rounding, zero_points)) is not None:
+        return why
+    if x_dtype == "int16" and (q31_kernel != "mean" or out_dtype != "int16"):
+        return Refusal(f"int16 input is TFLite's 16x8 MEAN only (int16 out), not {q31_kernel} "
+                       f"to {out_dtype}", UnsupportedRounding)
+    return None
 
 
 # ---------------------------------------------------------------- global_avg_pool2d
@@ -181,6 +188,25 @@ def _te_q31_global(total, a: dict, count: int, out_dtype: str):
                           a["rounding"], out_dtype)
 
 
+def global_avg_pool2d_constraint(x_dtype: str, out_dtype: str, rounding: str, zero_points=(),
+                                 q31_kernel: str | None = "mean", x_qp: QParams | None = None,
+                                 out_qp: QParams | None = None,
+                                 count: int | None = None) -> Refusal | None:
+    """x int8 NCHW per tensor; output [N, C, 1, 1] per tensor; q31 roundings: q31_kernel 'mean'
+    (TFLite MEAN) or 'average_pool' (TFLite AVERAGE_POOL_2D, equal parameters), a sum of the
+    H*W values (count) that int32 holds; x int16 (TFLite 16x8 MEAN, zero points 0): int16 out"""
+    if rounding in Q31_ROUNDINGS:
+        if q31_kernel not in Q31_KERNELS:
+            return Refusal(f"{rounding} needs q31_kernel 'mean' (TFLite MEAN) or "
+                           f"'average_pool' (TFLite AVERAGE_POOL_2D), got {q31_kernel!r}",
+                           UnsupportedRounding)
+        if q31_kernel == "average_pool" and (why := q31_average(rounding, x_qp, out_qp)):
+            return why
+        if (why := q31_count(count, rounding, x_dtype)) is not None:
+            return why
+    return mean_dtypes(x_dtype, out_dtype, rounding, zero_points, q31_kernel or "mean")
+
+
 GLOBAL_AVG_POOL2D = register(CanonicalOp(
     name="global_avg_pool2d",
     layout="NCHW",
@@ -192,9 +218,7 @@ GLOBAL_AVG_POOL2D = register(CanonicalOp(
                                         _tvm.dtype_of(call.args[0])),
     legalize=_global_legalize,
     reference=_global_reference,
-    constraints="x int8 NCHW per tensor; output [N, C, 1, 1] per tensor; q31 roundings: "
-                "q31_kernel 'mean' (TFLite MEAN) or 'average_pool' (TFLite AVERAGE_POOL_2D, "
-                "equal parameters); x int16 (TFLite 16x8 MEAN, zero points 0): int16 out",
+    constraint=global_avg_pool2d_constraint,
     family="pool",
     roundings=(*ROUNDINGS, "xnnpack"),
     absorbs_clamp=True,
@@ -208,16 +232,10 @@ def global_avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, act=None,
     which TFLite builtin's arithmetic to reproduce: "mean" or "average_pool" (they differ).
     ``act``: the integer clamp, by default the whole range of ``x``'s dtype."""
     act = activation_range(_tvm.dtype_of(x)) if act is None else act
-    if rounding in Q31_ROUNDINGS:
-        if q31_kernel not in Q31_KERNELS:
-            raise UnsupportedRounding(
-                f"canonqnn.global_avg_pool2d: {rounding} needs q31_kernel 'mean' (TFLite MEAN) "
-                f"or 'average_pool' (TFLite AVERAGE_POOL_2D), got {q31_kernel!r}")
-        if q31_kernel == "average_pool":
-            check_q31_average("global_avg_pool2d", x_qp, out_qp, rounding)
-        _, _, h, w = _tvm.shape_of(x)
-        check_q31_count("global_avg_pool2d", h * w, rounding, _tvm.dtype_of(x))
-    check_mean_dtype("global_avg_pool2d", x, x_qp, out_qp, rounding, q31_kernel or "mean")
+    _, _, h, w = _tvm.shape_of(x)
+    GLOBAL_AVG_POOL2D.require(x_dtype=_tvm.dtype_of(x), out_dtype=out_qp.dtype, rounding=rounding,
+                              zero_points=(x_qp.scalar_zp, out_qp.scalar_zp),
+                              q31_kernel=q31_kernel, x_qp=x_qp, out_qp=out_qp, count=h * w)
     return GLOBAL_AVG_POOL2D.call([x], dict(
         x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
         out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding,
@@ -351,6 +369,23 @@ def _te_avg_q31(x, out_shape, a: dict):
     return te.compute(out_shape, out, name="avg_pool")
 
 
+def avg_pool2d_constraint(x_dtype: str = "int8", x_rank: int = 4, rounding: str = "rne_f32",
+                          x_qp: QParams | None = None, out_qp: QParams | None = None,
+                          count_include_pad: bool = False) -> Refusal | None:
+    """x int8 NCHW per tensor (the op has no dilation); output per tensor; q31 roundings: equal
+    input and output parameters, count_include_pad false"""
+    if x_dtype != "int8":
+        return Refusal(f"{x_dtype} input (int8)")
+    if x_rank != 4:
+        return Refusal(f"rank-{x_rank} input (NCHW)")
+    if (why := q31_average(rounding, x_qp, out_qp)) is not None:
+        return why
+    if rounding in Q31_ROUNDINGS and count_include_pad:
+        return Refusal("TFLite's AVERAGE_POOL_2D divides by the in-bounds taps only; "
+                       f"{rounding} with count_include_pad refused", UnsupportedRounding)
+    return None
+
+
 AVG_POOL2D = register(CanonicalOp(
     name="avg_pool2d",
     layout="NCHW",
@@ -361,8 +396,7 @@ AVG_POOL2D = register(CanonicalOp(
                                                    _tvm.attrs_dict(call)), "int8"),
     legalize=_avg_legalize,
     reference=_avg_reference,
-    constraints="x int8 NCHW per tensor, no dilation; output per tensor; q31 roundings: equal "
-                "input and output parameters, count_include_pad false",
+    constraint=avg_pool2d_constraint,
     family="pool",
     roundings=ROUNDINGS,
     absorbs_clamp=True,
@@ -372,352 +406,11 @@ AVG_POOL2D = register(CanonicalOp(
 def avg_pool2d(x: Any, x_qp: QParams, out_qp: QParams, *, pool_size, strides, padding,
                ceil_mode: bool, count_include_pad: bool, act=(-128, 127),
                source_dtype: str = "int8", rounding: str = "rne_f32") -> Any:
-    check_q31_average("avg_pool2d", x_qp, out_qp, rounding)
-    if rounding in Q31_ROUNDINGS and count_include_pad:
-        raise UnsupportedRounding("canonqnn.avg_pool2d: TFLite's AVERAGE_POOL_2D divides by the "
-                                  f"in-bounds taps only; {rounding} with count_include_pad refused")
+    AVG_POOL2D.require(x_dtype=_tvm.dtype_of(x), x_rank=len(_tvm.shape_of(x)), rounding=rounding,
+                       x_qp=x_qp, out_qp=out_qp, count_include_pad=bool(count_include_pad))
     return AVG_POOL2D.call([x], dict(
         pool_size=list(pool_size), strides=list(strides), padding=list(padding),
         ceil_mode=bool(ceil_mode), count_include_pad=bool(count_include_pad),
         x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,
         out_zp=out_qp.scalar_zp, act_min=int(act[0]), act_max=int(act[1]), rounding=rounding,
         source_dtype=source_dtype))
-
-
-# ---------------------------------------------------------------- reduce_mean
-# onnxruntime runs DequantizeLinear -> float ReduceMean -> QuantizeLinear (no quantized kernel).
-# Its float sum first merges neighbouring axes that are both reduced or both kept ("fast
-# shape", size-1 axes included), then adds in an order that depends on that shape: the
-# ``summation`` attribute names the order, ``onnxruntime_summation`` picks it as onnxruntime does.
-SUMMATIONS = ("sequential", "eigen_sse", "eigen_sse_blocks", "mlas_sgemm_m1")
-SSE = 4  # floats per packet of Eigen's x86 build in onnxruntime (baseline SSE, no AVX)
-
-
-def fast_shape(shape, axes) -> tuple[list[int], list[bool]]:
-    """onnxruntime's merged shape: runs of reduced / kept axes collapsed into one axis each."""
-    reduced = [i in axes for i in range(len(shape))]
-    dims, flags = [int(shape[0])], [reduced[0]]
-    for size, flag in zip(shape[1:], reduced[1:]):
-        if flag == flags[-1]:
-            dims[-1] *= int(size)
-        else:
-            dims.append(int(size))
-            flags.append(flag)
-    return dims, flags
-
-
-def onnxruntime_summation(shape, axes, threads: int = 2) -> str:
-    """The order onnxruntime 1.31's float ReduceMean adds in (x86) with ``threads`` intra-op
-    threads: the sequential path for the KRK/RKR shapes whose outer or middle kept size is
-    below the thread count, or below 2 (measured with 1, 2, 3, 4 and 8 threads)."""
-    dims, flags = fast_shape(shape, axes)
-    kind = "".join("R" if f else "K" for f in flags)
-    least = max(2, int(threads))
-    if kind in ("R", "KR"):
-        return "eigen_sse"
-    if kind == "KRK" and dims[0] >= least:
-        return "mlas_sgemm_m1"
-    if kind == "RKR" and dims[1] >= least:
-        return "eigen_sse_blocks"
-    return "sequential"
-
-
-def _check_summation(shape, axes, summation: str) -> str:
-    kind = "".join("R" if f else "K" for f in fast_shape(shape, axes)[1])
-    allowed = {"sequential": None, "eigen_sse": ("R", "KR"), "eigen_sse_blocks": ("RKR",),
-               "mlas_sgemm_m1": ("KRK",)}
-    if summation not in allowed:
-        raise ValueError(f"reduce_mean: unknown summation {summation!r}")
-    if allowed[summation] is not None and kind not in allowed[summation]:
-        raise ValueError(f"reduce_mean: summation {summation!r} needs a reduced/kept pattern "
-                         f"{' or '.join(allowed[summation])}, not {kind}")
-    return kind
-
-
-def _eigen_layout(n: int, offset: int) -> tuple[int, int, int]:
-    """Eigen's redux split of a row of ``n`` floats starting ``offset`` floats after a 16-byte
-    boundary: (aligned start, aligned size, size covered by the two-packet loop)."""
-    start = min((SSE - offset % SSE) % SSE, n)
-    return start, (n - start) // SSE * SSE, (n - start) // (2 * SSE) * (2 * SSE)
-
-
-def eigen_sse_sums(rows: np.ndarray, first_offset: int = 0) -> np.ndarray:
-    """Sum each row of float32 ``rows`` [R, n] as Eigen's SSE ``redux`` does, row ``r`` starting
-    ``first_offset + r * n`` floats after a 16-byte boundary: two packet accumulators over the
-    aligned part, added, plus a last packet; (p0 + p2) + (p1 + p3); then the unaligned head and
-    the tail one by one. Rows too short for one packet are added one by one."""
-    count, n = rows.shape
-    out = np.empty(count, F32)
-    layouts = [_eigen_layout(n, first_offset + r * n) for r in range(count)]
-    for layout in set(layouts):
-        which = np.array([lay == layout for lay in layouts])
-        v, (start, size, size2) = rows[which], layout
-        if not size:
-            out[which] = _sequential_sums(v)
-            continue
-        p0 = v[:, start:start + SSE]
-        if size > SSE:
-            p1 = v[:, start + SSE:start + 2 * SSE]
-            for i in range(start + 2 * SSE, start + size2, 2 * SSE):
-                p0 = (p0 + v[:, i:i + SSE]).astype(F32)
-                p1 = (p1 + v[:, i + SSE:i + 2 * SSE]).astype(F32)
-            p0 = (p0 + p1).astype(F32)
-            if size > size2:
-                p0 = (p0 + v[:, start + size2:start + size]).astype(F32)
-        res = ((p0[:, 0] + p0[:, 2]).astype(F32) + (p0[:, 1] + p0[:, 3]).astype(F32)).astype(F32)
-        for i in [*range(start), *range(start + size, n)]:
-            res = (res + v[:, i]).astype(F32)
-        out[which] = res
-    return out
-
-
-def _sequential_sums(columns: np.ndarray) -> np.ndarray:
-    """Sum each row of [R, n] left to right (from 0, which adds exactly)."""
-    acc = np.zeros(columns.shape[0], F32)
-    for i in range(columns.shape[1]):
-        acc = (acc + columns[:, i]).astype(F32)
-    return acc
-
-
-def mlas_m1_sums(m: np.ndarray) -> np.ndarray:
-    """Column sums of ``m`` [..., K, N] as MLAS's AVX SGEMM kernel for M = 1 forms ones x m:
-    rows four at a time ((r0 + r1) + r2) + r3, each group added to the running result, then a
-    last pair and a last single row."""
-    k, acc = m.shape[-2], np.zeros(m.shape[:-2] + m.shape[-1:], F32)
-    g = 0
-    for size in [SSE] * (k // SSE) + [2] * (k % SSE // 2) + [1] * (k % 2):
-        part = m[..., g, :]
-        for i in range(1, size):
-            part = (part + m[..., g + i, :]).astype(F32)
-        acc, g = (part + acc).astype(F32), g + size
-    return acc
-
-
-def float_mean(xf: np.ndarray, axes, summation: str) -> np.ndarray:
-    """The float32 mean of ``xf`` over ``axes`` summed in the order ``summation`` names (the
-    value onnxruntime's float ReduceMean computes), shaped as the kept axes merged."""
-    axes = sorted(int(i) for i in axes)
-    dims, flags = fast_shape(xf.shape, axes)
-    _check_summation(xf.shape, axes, summation)
-    xf = np.asarray(xf, F32).reshape(dims)
-    if summation == "eigen_sse":
-        total = eigen_sse_sums(xf.reshape(-1, dims[-1]))
-    elif summation == "eigen_sse_blocks":
-        blocks = eigen_sse_sums(xf.reshape(-1, dims[2])).reshape(dims[0], dims[1])
-        total = _sequential_sums(blocks.T)
-    elif summation == "mlas_sgemm_m1":
-        total = mlas_m1_sums(xf).reshape(-1)
-    else:
-        red = [i for i, f in enumerate(flags) if f]
-        kept = [i for i, f in enumerate(flags) if not f]
-        total = _sequential_sums(np.transpose(xf, kept + red).reshape(
-            int(np.prod([dims[i] for i in kept])), -1))
-    count = int(np.prod([d for d, f in zip(dims, flags) if f]))
-    return (total / F32(count)).astype(F32)
-
-
-def _reduce_mean_reference(x, **a) -> np.ndarray:
-    if a["rounding"] in Q31_ROUNDINGS:
-        axes = tuple(int(i) for i in a["axes"])
-        count = int(np.prod([x.shape[i] for i in axes]))
-        m, shift = q31_mean_multiplier(a, count)
-        total = x.astype(np.int64).sum(axis=axes)
-        y = requant_q31(total - a["x_zp"] * count, m, shift, a["out_zp"], a["act_min"],
-                        a["act_max"], a["rounding"], str(x.dtype))
-        return y.reshape(_reduce_shape(x.shape, list(axes), a["keepdims"]))
-    xf = ((x.astype(np.int32) - a["x_zp"]).astype(F32) * F32(a["x_scale"])).astype(F32)
-    mean = float_mean(xf, a["axes"], a["summation"])
-    # QuantizeLinear: f32(mean / out_scale), clamped, rounded half to even, + out_zp
-    y = requant_accumulator((mean / F32(a["out_scale"])).astype(F32), F32(1.0), a["out_zp"],
-                            a["act_min"], a["act_max"])
-    return y.reshape(_reduce_shape(x.shape, [int(i) for i in a["axes"]], a["keepdims"]))
-
-
-def _reduce_shape(shape, axes, keepdims: bool) -> tuple[int, ...]:
-    if keepdims:
-        return tuple(1 if i in axes else int(d) for i, d in enumerate(shape))
-    return tuple(int(d) for i, d in enumerate(shape) if i not in axes)
-
-
-def _f32c(value: float):
-    return tirx.const(float(value), "float32")
-
-
-def _te_eigen_sse_sums(m, rows: int, n: int):
-    """TE twin of ``eigen_sse_sums`` for a tensor ``m`` [rows, n] (offsets from 0)."""
-    def clamp(i):
-        return tirx.max(tirx.min(i, n - 1), 0)
-
-    def layout(r):
-        start = tirx.min(tirx.floormod(SSE - tirx.floormod(r * n, SSE), SSE), n)
-        size = tirx.floordiv(n - start, SSE) * SSE
-        return start, size, tirx.floordiv(n - start, 2 * SSE) * (2 * SSE)
-
-    loops = n // (2 * SSE)  # two-packet steps of the best-aligned row
-    if loops:
-        j = te.reduce_axis((0, loops), "j")
-
-        def packet(r, w, lane):
-            start, _, size2 = layout(r)
-            take = m[r, clamp(start + 2 * SSE * j + SSE * w + lane)]
-            return te.sum(tirx.if_then_else(j * 2 * SSE < size2, take, _f32c(0.0)), axis=j)
-
-        packets = te.compute((rows, 2, SSE), packet, name="packets")
-
-    def total(r):
-        start, size, size2 = layout(r)
-        lanes = []
-        for lane in range(SSE):
-            value = m[r, clamp(start + lane)]  # exactly one packet
-            if loops:
-                both = packets[r, 0, lane] + packets[r, 1, lane]
-                both = tirx.Select(size > size2, both + m[r, clamp(start + size2 + lane)], both)
-                value = tirx.Select(size > SSE, both, value)
-            lanes.append(value)
-        res = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3])
-        for i in range(SSE - 1):  # the unaligned head, then the tail
-            res = tirx.Select(i < start, res + m[r, clamp(i)], res)
-        for i in range(SSE - 1):
-            res = tirx.Select(start + size + i < n, res + m[r, clamp(start + size + i)], res)
-        if n < 2 * SSE - 1:  # some rows may be too short for a packet: added one by one
-            one_by_one = m[r, 0]
-            for i in range(1, n):
-                one_by_one = one_by_one + m[r, i]
-            res = tirx.Select(size == 0, one_by_one, res)
-        return res
-
-    return te.compute((rows,), total, name="eigen_sum")
-
-
-def _te_sums(xf, dims, flags, summation: str):
-    """The float32 sums of ``xf`` (fast shape ``dims``) over its reduced axes, in the order
-    ``summation`` names; shaped as the kept axes (``(1,)`` when none is kept)."""
-    if summation == "eigen_sse":
-        n = dims[-1]
-        rows = topi.reshape(xf, (int(np.prod(dims)) // n, n))
-        return _te_eigen_sse_sums(rows, int(np.prod(dims)) // n, n)
-    if summation == "eigen_sse_blocks":
-        d0, d1, d2 = dims
-        blocks = _te_eigen_sse_sums(topi.reshape(xf, (d0 * d1, d2)), d0 * d1, d2)
-        i = te.reduce_axis((0, d0), "i")
-        return te.compute((d1,), lambda d: te.sum(blocks[i * d1 + d], axis=i), name="sum")
-    if summation == "mlas_sgemm_m1":
-        d0, k, n = dims
-        groups = k // SSE
-        if groups:
-            j = te.reduce_axis((0, groups), "j")
-            quads = te.compute((d0, n), lambda d, c: te.sum(
-                ((xf[d, SSE * j, c] + xf[d, SSE * j + 1, c]) + xf[d, SSE * j + 2, c])
-                + xf[d, SSE * j + 3, c], axis=j), name="quads")
-
-        def finish(d, c):
-            acc, g = (quads[d, c] if groups else None), groups * SSE
-            for size in [2] * (k % SSE // 2) + [1] * (k % 2):
-                part = xf[d, g, c] if size == 1 else xf[d, g, c] + xf[d, g + 1, c]
-                acc, g = (part if acc is None else part + acc), g + size
-            return acc
-
-        return te.compute((d0, n), finish, name="sum")
-    kept = [d for d, f in zip(dims, flags) if not f]
-    raxes = [te.reduce_axis((0, d), f"r{i}") for i, (d, f) in enumerate(zip(dims, flags)) if f]
-
-    def sequential(*k):
-        ki, ri, idx = iter(k), iter(raxes), []
-        for flag in flags:
-            idx.append(next(ri) if flag else next(ki))
-        return te.sum(xf[tuple(idx)], axis=raxes)
-
-    if not kept:
-        return te.compute((1,), lambda _: sequential(), name="sum")
-    return te.compute(kept, sequential, name="sum")
-
-
-def _reduce_mean_legalize(bb: Any, call: Any) -> Any:
-    a = _tvm.attrs_dict(call)
-    shape = _tvm.shape_of(call.args[0])
-    axes = [int(i) for i in a["axes"]]
-    dims, flags = fast_shape(shape, axes)
-    _check_summation(shape, axes, a["summation"])
-    count = int(np.prod([shape[i] for i in axes]))
-    out_shape = _reduce_shape(shape, axes, a["keepdims"])
-
-    if a["rounding"] in Q31_ROUNDINGS:
-        m, shift = q31_mean_multiplier(a, count)
-        return bb.call_te(lambda x: _te_reduce_mean_q31(x, axes, count, (m, shift), out_shape, a),
-                          call.args[0], primfunc_name_hint="canonqnn_reduce_mean")
-
-    def compute(x):
-        xr = topi.reshape(x, dims)
-        # fenced: the product must be rounded before it is added (no FMA into the sum)
-        xf = te.compute(dims, lambda *i: te_no_contract(
-            (xr(*i).astype("int32") - a["x_zp"]).astype("float32") * _f32c(a["x_scale"])),
-            name="dequantize")
-        total = _te_sums(xf, dims, flags, a["summation"])
-        y = te.compute(total.shape, lambda *i: te_requant_accumulator(
-            (total(*i) / _f32c(count)) / _f32c(a["out_scale"]), _f32c(1.0), a["out_zp"],
-            a["act_min"], a["act_max"]), name="reduce_mean")
-        return topi.reshape(y, out_shape)
-
-    return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_reduce_mean")
-
-
-def _te_reduce_mean_q31(x, axes, count: int, multiplier, out_shape, a: dict):
-    shape = [int(d) for d in x.shape]
-    kept = [d for i, d in enumerate(shape) if i not in axes]
-    raxes = [te.reduce_axis((0, shape[i]), f"r{i}") for i in axes]
-
-    def total(*k):
-        ki, ri = iter(k), iter(raxes)
-        idx = [next(ri) if i in axes else next(ki) for i in range(len(shape))]
-        return te.sum(x[tuple(idx)].astype("int32"), axis=raxes)
-
-    sums = te.compute(kept or (1,), total if kept else (lambda _: total()), name="sum")
-    m, shift = multiplier
-    y = te.compute(sums.shape, lambda *i: te_requant_q31(
-        sums(*i) - a["x_zp"] * count, tirx.const(m, "int32"), tirx.const(shift, "int32"),
-        a["out_zp"], a["act_min"], a["act_max"], a["rounding"], x.dtype), name="reduce_mean")
-    return topi.reshape(y, out_shape)
-
-
-def _reduce_mean_infer(call: Any) -> Any:
-    a = _tvm.attrs_dict(call)
-    return _tvm.tensor_type(_reduce_shape(_tvm.shape_of(call.args[0]), [int(i) for i in a["axes"]],
-                                          a["keepdims"]), _tvm.dtype_of(call.args[0]))
-
-
-REDUCE_MEAN = register(CanonicalOp(
-    name="reduce_mean",
-    summary="int8 mean over any axes (onnxruntime's float ReduceMean between DequantizeLinear "
-            "and QuantizeLinear, its summation order reproduced)",
-    args=("x",),
-    attrs=("axes", "keepdims", "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max",
-           "rounding", "summation"),
-    infer=_reduce_mean_infer,
-    legalize=_reduce_mean_legalize,
-    reference=_reduce_mean_reference,
-    constraints="x int8 per tensor, static shape, axes sorted and non-negative; output per "
-                "tensor; summation one of " + ", ".join(SUMMATIONS) + " (unused by the q31 "
-                "roundings: TFLite's MEAN sums integers); x int16 (TFLite 16x8 MEAN, Q31 "
-                "roundings, zero points 0): int16 out",
-    family="pool",
-    roundings=ROUNDINGS,
-    absorbs_clamp=True,
-))
-
-
-def reduce_mean(x: Any, axes, keepdims: bool, x_qp: QParams, out_qp: QParams, *,
-                act=None, summation: str | None = None, rounding: str = "rne_f32") -> Any:
-    """Build ``canonqnn.reduce_mean``; ``summation`` defaults to onnxruntime's order, ``act``
-    (the integer clamp) to the whole range of ``x``'s dtype."""
-    act = activation_range(_tvm.dtype_of(x)) if act is None else act
-    shape = _tvm.shape_of(x)
-    axes = sorted(int(i) % len(shape) for i in axes)
-    summation = summation or onnxruntime_summation(shape, axes)
-    _check_summation(shape, axes, summation)
-    check_q31_count("reduce_mean", int(np.prod([shape[i] for i in axes])), rounding,
-                    _tvm.dtype_of(x))
-    check_mean_dtype("reduce_mean", x, x_qp, out_qp, rounding)
-    return REDUCE_MEAN.call([x], dict(
-        axes=axes, keepdims=bool(keepdims), x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp,
-        out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
-        act_max=int(act[1]), rounding=rounding, summation=summation))

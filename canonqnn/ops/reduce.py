@@ -17,7 +17,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import topi
 from ..qparams import QParams
-from ._registry import CanonicalOp, register
+from ._registry import CanonicalOp, Refusal, register
 
 FAMILY = "reduce"
 
@@ -32,6 +32,29 @@ def _reduce_infer(call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     return _tvm.tensor_type(_reduced_shape(_tvm.shape_of(call.args[0]), a["axes"],
                                            a["keepdims"]), "int8")
+
+
+def _int8_positive(x_dtype: str, scale: float) -> Refusal | None:
+    if x_dtype != "int8":
+        return Refusal(f"{x_dtype} input (int8)")
+    if not scale > 0:
+        return Refusal(f"scale {scale!r} is not positive (the order of the stored values is "
+                       "the order of the real ones only under a positive scale)")
+    return None
+
+
+def reduction_constraint(x_dtype: str = "int8", scale: float = 1.0, axes=(0,),
+                         rank: int | None = None) -> Refusal | None:
+    """x int8 per tensor, positive scale; non-negative, distinct axes (at least one, below the
+    rank); output shares the input's scale and zero point"""
+    if (why := _int8_positive(x_dtype, scale)) is not None:
+        return why
+    axes = [int(a) for a in axes]
+    if not axes or len(set(axes)) != len(axes) or min(axes) < 0 or \
+            (rank is not None and max(axes) >= rank):
+        return Refusal(f"axes {axes} (at least one, distinct, in [0, {rank}))"
+                       if rank is not None else f"axes {axes} (at least one, distinct, >= 0)")
+    return None
 
 
 def _reduction(name: str, np_fn, topi_fn) -> CanonicalOp:
@@ -49,8 +72,7 @@ def _reduction(name: str, np_fn, topi_fn) -> CanonicalOp:
         legalize=legalize,
         reference=lambda x, axes, keepdims, scale, zp: np_fn(x, axis=tuple(axes),
                                                             keepdims=bool(keepdims)),
-        constraints="x int8 per tensor, positive scale; non-negative, distinct axes (at least "
-                    "one); output shares the input's scale and zero point",
+        constraint=reduction_constraint,
         family=FAMILY,
     ))
 
@@ -61,6 +83,8 @@ REDUCE_MIN = _reduction("reduce_min", np.min, topi.min)
 
 def reduce(op: CanonicalOp, x: Any, axes, keepdims: bool, qp: QParams) -> Any:
     """``REDUCE_MAX`` or ``REDUCE_MIN`` of ``x`` over ``axes``."""
+    op.require(x_dtype=_tvm.dtype_of(x), scale=qp.scalar_scale, axes=axes,
+               rank=len(_tvm.shape_of(x)))
     return op.call([x], dict(axes=sorted(int(a) for a in axes), keepdims=bool(keepdims),
                              scale=qp.scalar_scale, zp=qp.scalar_zp))
 
@@ -89,6 +113,18 @@ def _argmax_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_argmax")
 
 
+def argmax_constraint(x_dtype: str = "int8", scale: float = 1.0, axis: int = 0,
+                      rank: int | None = None) -> Refusal | None:
+    """x int8 per tensor, positive scale; non-negative axis below the rank; output int64
+    indices"""
+    if (why := _int8_positive(x_dtype, scale)) is not None:
+        return why
+    if axis < 0 or (rank is not None and axis >= rank):
+        return Refusal(f"axis {axis} (in [0, {rank}))" if rank is not None else
+                       f"axis {axis} (non-negative)")
+    return None
+
+
 ARGMAX = register(CanonicalOp(
     name="argmax",
     summary="index of the largest int8 value along an axis (int64 output, not quantized)",
@@ -99,12 +135,14 @@ ARGMAX = register(CanonicalOp(
         _tvm.attrs_dict(call)["keepdims"]), "int64"),
     legalize=_argmax_legalize,
     reference=_argmax_reference,
-    constraints="x int8 per tensor, positive scale; non-negative axis; output int64 indices",
+    constraint=argmax_constraint,
     family=FAMILY,
 ))
 
 
 def argmax(x: Any, axis: int, keepdims: bool, select_last_index: bool, qp: QParams) -> Any:
+    ARGMAX.require(x_dtype=_tvm.dtype_of(x), scale=qp.scalar_scale, axis=int(axis),
+                   rank=len(_tvm.shape_of(x)))
     return ARGMAX.call([x], dict(axis=int(axis), keepdims=bool(keepdims),
                                  select_last_index=bool(select_last_index),
                                  scale=qp.scalar_scale, zp=qp.scalar_zp))

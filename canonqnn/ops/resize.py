@@ -59,12 +59,17 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..numerics.arithmetic import divide_round_half_away, round_half_away, trunc_div
+from ..numerics.q31 import Q31_ROUNDINGS
 from ..qparams import QParams
 from ._arithmetic import te_divide_round_half_away, te_round_half_away
-from ..numerics.q31 import Q31_ROUNDINGS
-from ._registry import CanonicalOp, UnsupportedRounding, register
-from ._requant import (requant_accumulator, requant_via_real, te_no_contract,
-                       te_requant_accumulator, te_requant_via_real)
+from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
+from ._requant import (
+    requant_accumulator,
+    requant_via_real,
+    te_no_contract,
+    te_requant_accumulator,
+    te_requant_via_real,
+)
 
 F32 = np.float32
 COORDINATE_MODES = ("half_pixel", "asymmetric", "pytorch_half_pixel", "align_corners",
@@ -128,7 +133,10 @@ def nearest_indices(in_len: int, out_len: int, mode: str, nearest_mode: str) -> 
 
 def linear_taps(in_len: int, out_len: int, mode: str):
     """(i1, i2, d1, d2) per output index: the two input taps and their distances."""
-    i1s, i2s, d1s, d2s = [], [], [], []
+    i1s: list[Any] = []
+    i2s: list[Any] = []
+    d1s: list[Any] = []
+    d2s: list[Any] = []
     for o in range(out_len):
         c = source_coordinate(mode, o, in_len, out_len)
         c = F32(max(F32(0.0), min(c, F32(in_len - 1))))
@@ -165,6 +173,7 @@ def bilinear(xf: np.ndarray, a: dict) -> np.ndarray:
                        ((dx1[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x2])):
         term = (coef * taps).astype(F32)
         t = term if t is None else (t + term).astype(F32)
+    assert t is not None  # four terms
     return t
 
 
@@ -196,15 +205,16 @@ def _same_params(a: dict) -> bool:
 # ---------------------------------------------------------------- TFLite (q31 roundings)
 def tflite_flags(a: dict) -> tuple[bool, bool]:
     """(align_corners, half_pixel_centers) the attributes stand for under the q31 roundings."""
-    mode = a["coordinate_transformation_mode"]
-    flags = TFLITE_NEAREST.get((mode, a["nearest_mode"])) if a["method"] == "nearest" \
-        else TFLITE_LINEAR.get(mode)
-    if flags is None:
-        raise UnsupportedRounding(
-            f"canonqnn.resize2d: {a['method']} resize with coordinate_transformation_mode "
-            f"{mode!r}" + (f", nearest_mode {a['nearest_mode']!r}" if a["method"] == "nearest"
-                           else "") + f" is no TFLite resize; {a['rounding']} refused")
+    RESIZE2D.require(method=a["method"], coordinate_transformation_mode=a[
+        "coordinate_transformation_mode"], nearest_mode=a["nearest_mode"], rounding=a["rounding"])
+    flags = _tflite_flags(a["method"], a["coordinate_transformation_mode"], a["nearest_mode"])
+    assert flags is not None  # the attributes require() accepted have TFLite's flags
     return flags
+
+
+def _tflite_flags(method: str, mode: str, nearest_mode: str) -> tuple[bool, bool] | None:
+    return TFLITE_NEAREST.get((mode, nearest_mode)) if method == "nearest" \
+        else TFLITE_LINEAR.get(mode)
 
 
 def _tflite_scale(in_len: int, out_len: int, align_corners: bool) -> np.float32:
@@ -397,6 +407,45 @@ def _infer(call: Any) -> Any:
     return _tvm.tensor_type((n, c, *_tvm.attrs_dict(call)["size"]), "int8")
 
 
+def resize2d_constraint(method: str = "nearest",
+                        coordinate_transformation_mode: str = "half_pixel",
+                        nearest_mode: str = "round_prefer_floor", kernel: str = "float",
+                        rounding: str = "rne_f32", x_qp: QParams | None = None,
+                        out_qp: QParams | None = None,
+                        source_dtype: str | None = "int8") -> Refusal | None:
+    """x int8 NCHW per tensor; output per tensor; method nearest or linear, kernel float or
+    integer; coordinate modes half_pixel, asymmetric, pytorch_half_pixel, align_corners,
+    tf_half_pixel_for_nn; nearest modes round_prefer_floor, round_prefer_ceil, floor, ceil;
+    kernel 'integer' only for linear, with the same parameters in and out; q31 roundings:
+    TFLite's resize kernels (the coordinate attributes TFLite's flags map to), kernel 'float',
+    equal parameters, bilinear with source_dtype int8 or uint8"""
+    same = x_qp is None or out_qp is None or x_qp.same_as(out_qp)
+    mode = coordinate_transformation_mode
+    if method not in METHODS or kernel not in KERNELS:
+        return Refusal(f"method {method!r} / kernel {kernel!r} not supported")
+    if mode not in COORDINATE_MODES:
+        return Refusal(f"coordinate_transformation_mode {mode!r} is not supported")
+    if nearest_mode not in NEAREST_MODES:
+        return Refusal(f"nearest_mode {nearest_mode!r} is not supported")
+    if kernel == "integer" and (method != "linear" or not same):
+        return Refusal("the integer kernel is bilinear with one set of parameters")
+    if rounding not in Q31_ROUNDINGS:
+        return None
+    if _tflite_flags(method, mode, nearest_mode) is None:
+        return Refusal(f"{method} resize with coordinate_transformation_mode {mode!r}" + (
+            f", nearest_mode {nearest_mode!r}" if method == "nearest" else "") +
+            f" is no TFLite resize; {rounding} refused", UnsupportedRounding)
+    if kernel != "float" or not same:
+        return Refusal(f"TFLite's resize kernels move stored values and ignore the parameters; "
+                       f"{rounding} needs equal input and output parameters and kernel 'float' "
+                       f"(got {x_qp} -> {out_qp}, kernel {kernel!r})", UnsupportedRounding)
+    if method == "linear" and source_dtype not in ("int8", "uint8"):
+        return Refusal(f"TFLite's int8 and uint8 bilinear kernels differ; {rounding} needs "
+                       f"source_dtype 'int8' or 'uint8', got {source_dtype!r}",
+                       UnsupportedRounding)
+    return None
+
+
 RESIZE2D = register(CanonicalOp(
     name="resize2d",
     layout="NCHW",
@@ -406,10 +455,7 @@ RESIZE2D = register(CanonicalOp(
     infer=_infer,
     legalize=_legalize,
     reference=_reference,
-    constraints="x int8 NCHW per tensor; output per tensor; coordinate modes "
-                + ", ".join(COORDINATE_MODES) + "; kernel 'integer' only for linear, with the "
-                "same parameters in and out; q31 roundings: TFLite's resize kernels, equal "
-                "parameters, the coordinate attributes TFLite's flags map to",
+    constraint=resize2d_constraint,
     family="resize",
     roundings=ROUNDINGS,
     absorbs_clamp=True,
@@ -423,18 +469,9 @@ def resize2d(x: Any, size, x_qp: QParams, out_qp: QParams, *, method: str,
     """Build ``canonqnn.resize2d`` (output spatial ``size`` = (OH, OW)). ``source_dtype``
     ("int8" | "uint8": the source model's storage type) matters to q31 bilinear only, where
     TFLite's uint8 and int8 kernels differ; it must then be given."""
-    if method not in METHODS or kernel not in KERNELS:
-        raise ValueError(f"resize2d: method {method!r} / kernel {kernel!r} not supported")
-    if coordinate_transformation_mode not in COORDINATE_MODES:
-        raise ValueError(f"resize2d: coordinate_transformation_mode "
-                         f"{coordinate_transformation_mode!r} is not supported")
-    if nearest_mode not in NEAREST_MODES:
-        raise ValueError(f"resize2d: nearest_mode {nearest_mode!r} is not supported")
-    if kernel == "integer" and (method != "linear" or not x_qp.same_as(out_qp)):
-        raise ValueError("resize2d: the integer kernel is bilinear with one set of parameters")
-    if rounding in Q31_ROUNDINGS:
-        _check_q31(method, coordinate_transformation_mode, nearest_mode, kernel, x_qp, out_qp,
-                   rounding, source_dtype)
+    RESIZE2D.require(method=method, coordinate_transformation_mode=coordinate_transformation_mode,
+                     nearest_mode=nearest_mode, kernel=kernel, rounding=rounding, x_qp=x_qp,
+                     out_qp=out_qp, source_dtype=source_dtype)
     return RESIZE2D.call([x], dict(
         size=[int(s) for s in size], method=method,
         coordinate_transformation_mode=coordinate_transformation_mode,
@@ -443,16 +480,3 @@ def resize2d(x: Any, size, x_qp: QParams, out_qp: QParams, *, method: str,
         act_min=int(act[0]), act_max=int(act[1]), rounding=rounding,
         source_dtype=source_dtype or "int8"))
 
-
-def _check_q31(method, mode, nearest_mode, kernel, x_qp, out_qp, rounding, source_dtype):
-    tflite_flags(dict(method=method, coordinate_transformation_mode=mode,
-                      nearest_mode=nearest_mode, rounding=rounding))
-    if kernel != "float" or not x_qp.same_as(out_qp):
-        raise UnsupportedRounding(
-            f"canonqnn.resize2d: TFLite's resize kernels move stored values and ignore the "
-            f"parameters; {rounding} needs equal input and output parameters and kernel "
-            f"'float' (got {x_qp} -> {out_qp}, kernel {kernel!r})")
-    if method == "linear" and source_dtype not in ("int8", "uint8"):
-        raise UnsupportedRounding(
-            f"canonqnn.resize2d: TFLite's int8 and uint8 bilinear kernels differ; {rounding} "
-            f"needs source_dtype 'int8' or 'uint8', got {source_dtype!r}")

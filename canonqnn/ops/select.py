@@ -18,7 +18,7 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx, topi
 from ..qparams import INT8_MAX, INT8_MIN, QParams
-from ._registry import CanonicalOp, register
+from ._registry import CanonicalOp, Refusal, register
 from ._requant import requant_via_real, te_requant_via_real
 
 FAMILY = "select"
@@ -56,6 +56,27 @@ def _te_clamp(y, a: dict):
 
 
 # ---------------------------------------------------------------- maximum / minimum
+def _int8_operands(dtypes, scales) -> Refusal | None:
+    if any(d != "int8" for d in dtypes):
+        return Refusal(f"operands of {', '.join(dtypes)} (int8)")
+    if not all(s > 0 for s in scales):
+        return Refusal(f"scales {list(scales)} (positive)")
+    return None
+
+
+def extremum_constraint(a_dtype: str = "int8", b_dtype: str = "int8", scales=(),
+                        rounding: str = "rne_f32", same_params: bool = True) -> Refusal | None:
+    """a, b int8 per tensor, numpy broadcasting; positive scales; under q31_double (TFLite,
+    whose kernels compare stored values) a and b share the output's parameters (same_params),
+    so nothing is rounded"""
+    if (why := _int8_operands((a_dtype, b_dtype), scales)) is not None:
+        return why
+    if rounding != "rne_f32" and not same_params:
+        return Refusal(f"operands with other parameters than the output's under {rounding} "
+                       "(TFLite compares stored values; only rne_f32 requantizes operands)")
+    return None
+
+
 def _extremum(name: str, np_fn, topi_fn) -> CanonicalOp:
     def reference(a, b, **attrs):
         ra = _in_output_params(a, attrs["a_scale"], attrs["a_zp"], attrs)
@@ -81,9 +102,7 @@ def _extremum(name: str, np_fn, topi_fn) -> CanonicalOp:
         infer=lambda call: _broadcast_type(call, *call.args),
         legalize=legalize,
         reference=reference,
-        constraints="a, b int8 per tensor, numpy broadcasting; positive scales; under "
-                    "q31_double (TFLite, whose kernels compare stored values) a and b share "
-                    "the output's parameters, so nothing is rounded",
+        constraint=extremum_constraint,
         family=FAMILY,
         roundings=("rne_f32", "q31_double"),
     ))
@@ -102,9 +121,9 @@ def _operand_attrs(a_qp: QParams, b_qp: QParams, out_qp: QParams, act, rounding)
 def extremum(op: CanonicalOp, a: Any, b: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
              act: tuple[int, int] = (INT8_MIN, INT8_MAX), rounding: str = "rne_f32") -> Any:
     """``MAXIMUM`` or ``MINIMUM`` of ``a`` and ``b``."""
-    if rounding != "rne_f32" and not (a_qp.same_as(out_qp) and b_qp.same_as(out_qp)):
-        raise ValueError(f"{op.name} under {rounding}: operands must share the output's "
-                         "parameters (only rne_f32 requantizes them)")
+    op.require(a_dtype=_tvm.dtype_of(a), b_dtype=_tvm.dtype_of(b),
+               scales=(a_qp.scalar_scale, b_qp.scalar_scale, out_qp.scalar_scale),
+               rounding=rounding, same_params=a_qp.same_as(out_qp) and b_qp.same_as(out_qp))
     return op.call([a, b], _operand_attrs(a_qp, b_qp, out_qp, act, rounding))
 
 
@@ -126,6 +145,21 @@ def _where_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, *call.args, primfunc_name_hint="canonqnn_where")
 
 
+def where_constraint(cond_dtype: str = "bool", a_dtype: str = "int8", b_dtype: str = "int8",
+                     scales=(), shapes=()) -> Refusal | None:
+    """cond bool (constant or not); a, b int8 per tensor, positive scales; numpy broadcasting
+    of all three"""
+    if cond_dtype != "bool":
+        return Refusal(f"{cond_dtype} condition (bool)")
+    if (why := _int8_operands((a_dtype, b_dtype), scales)) is not None:
+        return why
+    try:
+        np.broadcast_shapes(*(tuple(s) for s in shapes))
+    except ValueError:
+        return Refusal(f"shapes {', '.join(str(list(s)) for s in shapes)} do not broadcast")
+    return None
+
+
 WHERE = register(CanonicalOp(
     name="where",
     summary="select between two int8 operands by a bool condition (each operand requantized "
@@ -135,12 +169,15 @@ WHERE = register(CanonicalOp(
     infer=lambda call: _broadcast_type(call, *call.args),
     legalize=_where_legalize,
     reference=_where_reference,
-    constraints="cond bool (constant or not); a, b int8 per tensor; numpy broadcasting of all "
-                "three",
+    constraint=where_constraint,
     family=FAMILY,
 ))
 
 
 def where(cond: Any, a: Any, b: Any, a_qp: QParams, b_qp: QParams, out_qp: QParams,
           act: tuple[int, int] = (INT8_MIN, INT8_MAX), rounding: str = "rne_f32") -> Any:
+    WHERE.require(cond_dtype=_tvm.dtype_of(cond), a_dtype=_tvm.dtype_of(a),
+                  b_dtype=_tvm.dtype_of(b),
+                  scales=(a_qp.scalar_scale, b_qp.scalar_scale, out_qp.scalar_scale),
+                  shapes=[_tvm.shape_of(t) for t in (cond, a, b)])
     return WHERE.call([cond, a, b], _operand_attrs(a_qp, b_qp, out_qp, act, rounding))

@@ -37,14 +37,21 @@ import numpy as np
 from .. import _tvm
 from .._tvm import te, tirx
 from ..numerics.arithmetic import float32_library_function, rounding_divide_by_pot, trunc_div
+from ..numerics.q31 import (
+    INT32_MAX,
+    INT32_MIN,
+    Q31_ROUNDINGS,
+    multiply_by_quantized_multiplier,
+    saturating_rounding_multiply_by_pot,
+    srdhm,
+    wrap_int32,
+)
 from ..qparams import QParams, quantize_multiplier
-from ._arithmetic import te_rounding_divide_by_pot
-from ..numerics.q31 import (INT32_MAX, INT32_MIN, Q31_ROUNDINGS, multiply_by_quantized_multiplier,
-                            saturating_rounding_multiply_by_pot, srdhm, wrap_int32)
-from ._q31 import te_srdhm
 from . import _softmax_int16
-from ._dtypes import check_activation_dtype
-from ._registry import CanonicalOp, UnsupportedRounding, register
+from ._arithmetic import te_rounding_divide_by_pot
+from ._dtypes import activation_dtype
+from ._q31 import te_srdhm
+from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
 
 F32 = np.float32
 TABLE_SIZE = 256
@@ -116,7 +123,7 @@ def _reference(x, table, *, in_scale, in_zp, out_scale, out_zp, axis, rounding,
 
 
 # ---------------------------------------------------------------- TE legalization
-def _f(value: float):
+def _f(value: float | np.float32):
     return tirx.const(float(value), "float32")
 
 
@@ -272,7 +279,7 @@ def q31_exp_table(in_scale: float, beta: float, rounding: str) -> np.ndarray:
 
 def _leading_zeros(total: np.ndarray) -> np.ndarray:
     """Leading zero bits of non-negative int32 values: #{k in 0..31 : total < 2^k}."""
-    return sum((total < (1 << k)).astype(np.int64) for k in range(32))
+    return np.sum([(total < (1 << k)).astype(np.int64) for k in range(32)], axis=0)
 
 
 def _reference_q31(x, table, axis: int) -> np.ndarray:
@@ -403,6 +410,33 @@ def _infer(call: Any) -> Any:
     return _tvm.tensor_type(_tvm.shape_of(call.args[0]), "int8")
 
 
+def softmax_constraint(x_dtype: str, rounding: str, zero_points=(), out_qp: QParams | None = None,
+                       beta: float = 1.0, in_scale: float | None = None) -> Refusal | None:
+    """x int8 per tensor, static shape; axis non-negative; source_dtype int8 or uint8. rne_f32:
+    beta 1, exp_table float32[256] = exp_table(in_scale, shape[axis]). q31_*: exp_table
+    int32[256] = q31_exp_table(in_scale, beta, rounding), in_scale * beta * 2^26 > 1; outputs
+    are (code + 128) / 256 whatever out_scale / out_zp say (TFLite's int8 kernel requires
+    (1/256, -128), its uint8 kernel ignores them). x int16 (TFLite 16x8, q31_*, zero points 0,
+    out_scale 1/32768): exp_table int16[2, 513], int16 output"""
+    if (why := activation_dtype(x_dtype, rounding, zero_points)) is not None:
+        return why
+    if x_dtype == "int16":
+        if out_qp is not None and (abs(float(F32(out_qp.scalar_scale)) -
+                                       _softmax_int16.OUTPUT_SCALE) >
+                                   _softmax_int16.OUTPUT_SCALE_TOLERANCE or
+                                   out_qp.dtype != "int16"):
+            return Refusal(f"TFLite's int16 SOFTMAX writes int16 of scale 1/32768, not {out_qp}",
+                           UnsupportedRounding)
+    elif rounding in Q31_ROUNDINGS:
+        if in_scale is not None and not F32(beta) * np.float64(in_scale) * 2.0 ** 26 > 1.0:
+            return Refusal(f"TFLite's SOFTMAX requires in_scale * beta * 2^26 > 1 (in_scale "
+                           f"{in_scale!r}, beta {beta!r})", UnsupportedRounding)
+    elif float(F32(beta)) != 1.0:
+        return Refusal(f"rounding {rounding!r} has no beta (onnxruntime's QLinearSoftmax), got "
+                       f"{float(F32(beta))!r}")
+    return None
+
+
 SOFTMAX = register(CanonicalOp(
     name="softmax",
     summary="int8 softmax along one axis (onnxruntime QLinearSoftmax: exp table, float32 sum; "
@@ -412,13 +446,7 @@ SOFTMAX = register(CanonicalOp(
     infer=_infer,
     legalize=_legalize,
     reference=_reference,
-    constraints=("x int8 per tensor, static shape; axis non-negative; source_dtype int8 or "
-                 "uint8. rne_f32: beta 1, exp_table float32[256] = exp_table(in_scale, "
-                 "shape[axis]). q31_*: exp_table int32[256] = q31_exp_table(in_scale, beta, "
-                 "rounding), in_scale * beta * 2^26 > 1; outputs are (code + 128) / 256 whatever "
-                 "out_scale / out_zp say (TFLite's int8 kernel requires (1/256, -128), its "
-                 "uint8 kernel ignores them). x int16 (TFLite 16x8, q31_*, zero points 0, "
-                 "out_scale 1/32768): exp_table int16[2, 513], int16 output"),
+    constraint=softmax_constraint,
     family="softmax",
     roundings=("rne_f32", "q31_double", "q31_single"),
 ))
@@ -431,20 +459,14 @@ def softmax(x: Any, x_qp: QParams, out_qp: QParams, axis: int, *, source_dtype: 
     shape = _tvm.shape_of(x)
     axis = int(axis) % len(shape)
     beta = float(F32(beta))
-    check_activation_dtype("softmax", x, rounding, (x_qp.scalar_zp, out_qp.scalar_zp))
+    SOFTMAX.require(x_dtype=_tvm.dtype_of(x), rounding=rounding,
+                    zero_points=(x_qp.scalar_zp, out_qp.scalar_zp), out_qp=out_qp, beta=beta,
+                    in_scale=x_qp.scalar_scale)
     if _tvm.dtype_of(x) == "int16":
-        if abs(float(F32(out_qp.scalar_scale)) - _softmax_int16.OUTPUT_SCALE) > \
-                _softmax_int16.OUTPUT_SCALE_TOLERANCE or out_qp.dtype != "int16":
-            raise UnsupportedRounding(
-                f"canonqnn.softmax: TFLite's int16 SOFTMAX writes int16 of scale 1/32768, not "
-                f"{out_qp}")
         table = _tvm.const(_softmax_int16.tables(), "int16")
     elif rounding in Q31_ROUNDINGS:
         table = _tvm.const(q31_exp_table(x_qp.scalar_scale, beta, rounding), "int32")
     else:
-        if beta != 1.0:
-            raise ValueError(f"canonqnn.softmax: rounding {rounding!r} has no beta "
-                             f"(onnxruntime's QLinearSoftmax), got {beta!r}")
         table = _tvm.const(exp_table(x_qp.scalar_scale, shape[axis]), "float32")
     return SOFTMAX.call([x, table], dict(
         in_scale=x_qp.scalar_scale, in_zp=x_qp.scalar_zp, out_scale=out_qp.scalar_scale,

@@ -22,10 +22,25 @@ A backend builds its own set with its own name and check, reading typed paramete
 from __future__ import annotations
 
 from .params import OpParams, Quant, WeightQuant, params_of
-from .regions import (Partition, Region, composite_calls, composite_params, describe, matches,
-                      partition)
-from .table import (EPILOGUE, PREFIX, ROOT, PatternSpec, fusion_patterns, match_params, register,
-                    specs)
+from .regions import (
+    Partition,
+    Region,
+    composite_calls,
+    composite_params,
+    describe,
+    matches,
+    partition,
+)
+from .table import (
+    EPILOGUE,
+    PREFIX,
+    ROOT,
+    PatternSpec,
+    fusion_patterns,
+    match_params,
+    register,
+    specs,
+)
 
 register()
 

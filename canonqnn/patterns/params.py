@@ -56,7 +56,7 @@ class WeightQuant:
                 and np.array_equal(self.scale, other.scale)
                 and np.array_equal(self.zero_point, other.zero_point))
 
-    __hash__ = None  # type: ignore[assignment]  (arrays: mutable, unhashable)
+    __hash__ = None  # type: ignore[assignment]  # arrays: mutable, unhashable
 
     @property
     def symmetric(self) -> bool:
@@ -186,7 +186,7 @@ def params_of(call: Any) -> OpParams:
     weight = _weight(op.name, args, call)
     constants = {name: _tvm.const_value(expr) for name, expr in args.items()
                  if _tvm.is_const(expr)}
-    shapes = []
+    shapes: list[tuple[int, ...]] = []
     for name in input_names:
         shapes.extend(shape for _, shape in _tvm.tensor_types(args[name]))
     (out_dtype, out_shape), = _tvm.tensor_types(call)
@@ -234,7 +234,7 @@ def _output(attrs: dict[str, Any], call: Any) -> Quant | None:
 
 
 def _weight(op: str, args: dict[str, Any], call: Any) -> WeightQuant | None:
-    for tensor, prefix in (("w", "w"), ("b", "b")):
+    for prefix in ("w", "b"):
         scale_arg = f"{prefix}_scale"
         if scale_arg not in args:
             continue

@@ -68,6 +68,7 @@ def dequantize(source: str, q: np.ndarray, qp: QParams) -> np.ndarray:
     if qp.per_tensor:
         return runtime(source).dequantize(q, qp.scalar_scale, qp.scalar_zp)
     shape = [1] * q.ndim
+    assert qp.axis is not None  # per-channel parameters have their axis (QParams.make)
     shape[qp.axis] = -1
     return runtime(source).dequantize(q, qp.scale.reshape(shape), qp.zero_point.reshape(shape))
 

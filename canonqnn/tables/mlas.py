@@ -95,7 +95,7 @@ def _horner_in(t: np.ndarray, coefficients) -> np.ndarray:
 def erf(x) -> np.ndarray:
     x = f32(x)
     a = np.minimum(np.abs(x), _ERF_UPPER)
-    big = _ERF_SPLIT <= a
+    big = a >= _ERF_SPLIT
     small_part = fma_f32(a, _horner_in((a * a).astype(F32), _ERF_SMALL), a)
     b = np.where(big, a, F32(0.0))
     r = fma_f32(b, _horner_in(b, _ERF_BIG), b)

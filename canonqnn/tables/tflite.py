@@ -37,10 +37,24 @@ from collections.abc import Callable
 import numpy as np
 
 from ..numerics.arithmetic import float32_library_function, round_half_away, trunc_div
-from ..numerics.q31 import (INT32_MAX, multiply_by_quantized_multiplier, reduced_multiplier,
-                            saturating_rounding_multiply_by_pot, srdhm, wrap_int16, wrap_int32)
-from ..qparams import (INT8_CODES, INT8_MAX, INT8_MIN, INT16_MAX, INT16_MIN, QParams,
-                       quantize_multiplier)
+from ..numerics.q31 import (
+    INT32_MAX,
+    multiply_by_quantized_multiplier,
+    reduced_multiplier,
+    saturating_rounding_multiply_by_pot,
+    srdhm,
+    wrap_int16,
+    wrap_int32,
+)
+from ..qparams import (
+    INT8_CODES,
+    INT8_MAX,
+    INT8_MIN,
+    INT16_MAX,
+    INT16_MIN,
+    QParams,
+    quantize_multiplier,
+)
 from . import tflite_int16
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables

@@ -14,7 +14,7 @@ on x86-64 with AVX2 and FMA3 and without AVX-512 (numerics profile ``xnnpack-x86
     leaky_relu  x < 0 ? x * slope : x
 
 Other CPUs get other kernels (AVX-512F, SSE, NEON) whose last bits differ; which kernels run
-here is found by running them (``canonqnn.numerics.probe.xnnpack_profile``).
+here is found by running them (``canonqnn.frontends.torch.runtime.profile``).
 
 Pure numpy.
 """
@@ -25,8 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..qparams import INT8_CODES, INT8_MAX, INT8_MIN, QParams
 from ..numerics.arithmetic import fma_f32
+from ..qparams import INT8_CODES, INT8_MAX, INT8_MIN, QParams
 from ._f32 import F32, f32, from_bits
 from .onnxruntime import NotEvaluable
 

@@ -35,7 +35,18 @@ import tempfile
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+
+from .onnx_graph import (
+    FEATURES_NAME,
+    INPUT_NAME,
+    INPUT_SHAPE,
+    IR_VERSION,
+    NUM_CLASSES,
+    OPSET,
+    OUTPUT_NAME,
+    SEQ_SHAPE,
+    GraphBuilder,
+)
 
 __all__ = [
     "INPUT_NAME",
@@ -57,135 +68,6 @@ __all__ = [
     "random_input",
     "quantize",
 ]
-
-INPUT_NAME = "input"
-OUTPUT_NAME = "logits"
-INPUT_SHAPE = (1, 3, 32, 32)
-SEQ_SHAPE = (1, 16, 32)  # transformer_encoder_like: [batch, sequence, model width]
-# The tensor ``with_features`` exposes: a large quantized activation deep in each new model.
-FEATURES_NAME = "features"
-NUM_CLASSES = 10
-OPSET = 13
-IR_VERSION = 10  # onnxruntime 1.31 loads IR <= 10 only
-
-
-# --------------------------------------------------------------------------
-# Graph-building helper
-# --------------------------------------------------------------------------
-class _GraphBuilder:
-    """Accumulates nodes/initializers with unique names and seeded weights."""
-
-    def __init__(self, seed: int):
-        self.rng = np.random.default_rng(seed)
-        self.nodes: list[onnx.NodeProto] = []
-        self.inits: list[onnx.TensorProto] = []
-        self._count: dict[str, int] = {}
-
-    def name(self, prefix: str) -> str:
-        n = self._count.get(prefix, 0)
-        self._count[prefix] = n + 1
-        return f"{prefix}{n}"
-
-    def const(self, prefix: str, arr: np.ndarray) -> str:
-        nm = self.name(prefix)
-        self.inits.append(numpy_helper.from_array(np.ascontiguousarray(arr), nm))
-        return nm
-
-    def node(self, op: str, inputs: list[str], prefix: str | None = None,
-             output: str | None = None, **attrs) -> str:
-        nm = self.name(prefix or op.lower())
-        out = output or f"{nm}_out"
-        self.nodes.append(helper.make_node(op, inputs, [out], name=nm, **attrs))
-        return out
-
-    # -- layers ------------------------------------------------------------
-    def conv(
-        self,
-        x: str,
-        cin: int,
-        cout: int,
-        k: int,
-        stride: int = 1,
-        group: int = 1,
-        gain: float = 1.0,
-        bias_std: float = 0.05,
-        output: str | None = None,
-    ) -> str:
-        """Conv with He-normal weights (std = gain*sqrt(2/fan_in)) and a small random bias."""
-        fan_in = (cin // group) * k * k
-        std = gain * np.sqrt(2.0 / fan_in)
-        w = self.rng.normal(0.0, std, size=(cout, cin // group, k, k)).astype(np.float32)
-        b = self.rng.normal(0.0, bias_std, size=(cout,)).astype(np.float32)
-        wn = self.const("conv_w", w)
-        bn = self.const("conv_b", b)
-        p = k // 2
-        return self.node(
-            "Conv",
-            [x, wn, bn],
-            prefix="conv",
-            output=output,
-            kernel_shape=[k, k],
-            strides=[stride, stride],
-            pads=[p, p, p, p],
-            group=group,
-            dilations=[1, 1],
-        )
-
-    def relu(self, x: str) -> str:
-        return self.node("Relu", [x])
-
-    def relu6(self, x: str) -> str:
-        # opset >= 11: min/max are inputs; use scalar initializers.
-        lo = self.const("clip_min", np.array(0.0, dtype=np.float32))
-        hi = self.const("clip_max", np.array(6.0, dtype=np.float32))
-        return self.node("Clip", [x, lo, hi])
-
-    def hardswish(self, x: str) -> str:
-        return self.node("HardSwish", [x])
-
-    def hardsigmoid(self, x: str) -> str:
-        # relu6(x + 3) / 6, as MobileNet-V3 and PyTorch's Hardsigmoid define it (ONNX's
-        # default alpha is 0.2).
-        return self.node("HardSigmoid", [x], alpha=1.0 / 6.0, beta=0.5)
-
-    def leaky_relu(self, x: str) -> str:
-        return self.node("LeakyRelu", [x], alpha=0.1)
-
-    def sigmoid(self, x: str) -> str:
-        return self.node("Sigmoid", [x])
-
-    def linear(self, x: str, din: int, dout: int, gain: float = 1.0) -> str:
-        """MatMul with W[din, dout] (std gain/sqrt(din)) then Add of a bias, as exporters emit."""
-        w = self.rng.normal(0.0, gain / np.sqrt(din), size=(din, dout)).astype(np.float32)
-        b = self.rng.normal(0.0, 0.05, size=(dout,)).astype(np.float32)
-        y = self.node("MatMul", [x, self.const("linear_w", w)])
-        return self.node("Add", [y, self.const("linear_b", b)])
-
-    def layer_norm(self, x: str, width: int) -> str:
-        gamma = (1.0 + self.rng.normal(0.0, 0.1, size=(width,))).astype(np.float32)
-        beta = self.rng.normal(0.0, 0.05, size=(width,)).astype(np.float32)
-        return self.node("LayerNormalization",
-                         [x, self.const("ln_gamma", gamma), self.const("ln_beta", beta)],
-                         axis=-1, epsilon=1e-5)
-
-    def shape_const(self, dims: list[int]) -> str:
-        return self.const("shape", np.array(dims, dtype=np.int64))
-
-    def model(self, graph_name: str, out: str, out_shape: list[int],
-              in_shape: tuple[int, ...] = INPUT_SHAPE, opset: int = OPSET) -> onnx.ModelProto:
-        graph = helper.make_graph(
-            self.nodes,
-            graph_name,
-            [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, list(in_shape))],
-            [helper.make_tensor_value_info(out, TensorProto.FLOAT, out_shape)],
-            initializer=self.inits,
-        )
-        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              producer_name="canonqnn.testing.onnx_models")
-        m.ir_version = IR_VERSION
-        onnx.checker.check_model(m, full_check=True)
-        return m
-
 
 # --------------------------------------------------------------------------
 # Models
@@ -210,7 +92,7 @@ def resnet_like(seed: int = 0, resolution: int = 32, width: int = 1) -> onnx.Mod
     Each basic block is Conv-Relu-Conv, Add(shortcut), Relu. The second conv
     of every block uses gain 0.5 so the residual sum stays well scaled.
     """
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     c1, c2 = 16 * width, 32 * width
     x = g.relu(g.conv(INPUT_NAME, 3, c1, 3))
     x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
@@ -250,7 +132,7 @@ def mobilenet_v1_like(seed: int = 0, resolution: int = 32, width: int = 1) -> on
     Depthwise convs use pads 1. Conv weights are He-normal with gain 1.5 so
     that Clip(0,6) saturates on a few percent of elements.
     """
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     # gain 1.5 so that a few percent of activations exceed 6 and Clip's max
     # bound is actually exercised.
     if resolution % 8:
@@ -294,7 +176,7 @@ def mobilenet_v3_like(seed: int = 0) -> onnx.ModelProto:
     -> Mul with the block tensor ([1,C,H,W] x [1,C,1,1] broadcast). HardSwish is the opset-14
     operator. Projection convs use gain 0.5 so the residual sums stay well scaled.
     """
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
 
     def squeeze_excite(x: str, c: int) -> str:
         s = g.node("GlobalAveragePool", [x])
@@ -338,7 +220,7 @@ def transformer_encoder_like(seed: int = 0, heads: int = 2, ffn: int = 64,
     Gelu is the opset-20 operator (exact erf form). Linear weights have std 1/sqrt(fan_in),
     the two output projections gain 0.5 so the residual stream stays near unit scale.
     """
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     head = width // heads
     x = g.layer_norm(INPUT_NAME, width)
     q, k, v = (g.linear(x, width, width) for _ in range(3))
@@ -384,7 +266,7 @@ def conv_classifier_like(seed: int = 0) -> onnx.ModelProto:
     The nearest Resize uses the attributes PyTorch exports for ``nn.Upsample(scale_factor=2)``
     (asymmetric, floor); the linear one ``align_corners=False`` (half_pixel).
     """
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
 
     def upsample2x(x: str, **attrs) -> str:
         scales = g.const("resize_scales", np.array([1, 1, 2, 2], dtype=np.float32))
@@ -421,12 +303,12 @@ def with_features(model: onnx.ModelProto) -> onnx.ModelProto:
     return out
 
 
-def _classifier_head(g: _GraphBuilder, x: str, c: int, classes: int) -> str:
+def _classifier_head(g: GraphBuilder, x: str, c: int, classes: int) -> str:
     """GlobalAveragePool, then ``_dense_head`` of the ``c`` pooled channels."""
     return _dense_head(g, g.node("GlobalAveragePool", [x]), c, classes)
 
 
-def _dense_head(g: _GraphBuilder, x: str, c: int, classes: int) -> str:
+def _dense_head(g: GraphBuilder, x: str, c: int, classes: int) -> str:
     """Flatten ``x`` (``c`` values) and a random Gemm to ``classes`` logits, the output."""
     x = g.node("Flatten", [x], axis=1)
     w = g.rng.normal(0.0, np.sqrt(1.0 / c), size=(classes, c)).astype(np.float32)
@@ -440,7 +322,7 @@ def resnet18(seed: int = 0, resolution: int = 224, width: float = 1.0,
     """ResNet-18 (He et al.): stem Conv7x7 s2 + Relu, MaxPool 3x3 s2, four stages of two basic
     blocks (64, 128, 256, 512 channels times ``width``; the first block of stages 2-4 strided
     with a 1x1 projection shortcut), GlobalAveragePool, Gemm. Real-size benchmark network."""
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     chans = [max(8, int(c * width)) for c in (64, 128, 256, 512)]
     x = g.relu(g.conv(INPUT_NAME, 3, chans[0], 7, stride=2))
     x = g.node("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
@@ -461,7 +343,7 @@ def mobilenet_v1(seed: int = 0, resolution: int = 224, alpha: float = 1.0,
     """MobileNet-V1 (Howard et al.): Conv3x3 s2 32, 13 depthwise-separable blocks (channels
     times ``alpha``), each conv followed by Relu6, GlobalAveragePool, Gemm. Real-size
     benchmark network."""
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     scaled = [max(8, int(c * alpha)) for c in (32, 64, 128, 256, 512, 1024)]
     c = scaled[0]
     x = g.relu6(g.conv(INPUT_NAME, 3, c, 3, stride=2, gain=1.5))
@@ -478,7 +360,7 @@ def mobilenet_v2(seed: int = 0, resolution: int = 224, classes: int = 1000) -> o
     """MobileNet-V2 (Sandler et al.): Conv3x3 s2 32, 17 inverted residual blocks (expansion
     1x1 + Relu6, depthwise 3x3 + Relu6, linear 1x1 projection, Add where the shape allows),
     Conv1x1 1280 + Relu6, GlobalAveragePool, Gemm. Real-size benchmark network."""
-    g = _GraphBuilder(seed)
+    g = GraphBuilder(seed)
     x = g.relu6(g.conv(INPUT_NAME, 3, 32, 3, stride=2))
     c = 32
     for t, cout, n, s in [(1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),

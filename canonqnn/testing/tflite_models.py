@@ -17,6 +17,7 @@ refitted, and the network rebuilt, a few times. Calibration needs the interprete
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -69,14 +70,14 @@ class Net:
             return self.g.tensor(name, shape, "uint8", q, scale, zp), np.full(
                 shape[axis], scale, np.float32)
         moved = np.abs(np.moveaxis(w, axis, 0).reshape(shape[axis], -1))
-        scale = (moved.max(axis=1) if per_channel else np.full(shape[axis], moved.max())) / 127
-        scale = scale.astype(np.float32)
+        peaks = moved.max(axis=1) if per_channel else np.full(shape[axis], moved.max())
+        scales = (peaks / 127).astype(np.float32)
         bshape = [1] * len(shape)
         bshape[axis] = -1
-        q = np.clip(np.round(w / scale.reshape(bshape)), -127, 127).astype(np.int8)
-        stored = scale if per_channel else scale[:1]
+        q = np.clip(np.round(w / scales.reshape(bshape)), -127, 127).astype(np.int8)
+        stored = scales if per_channel else scales[:1]
         return self.g.tensor(name, shape, "int8", q, stored, np.zeros(stored.size, np.int64),
-                             quantized_dimension=axis), scale
+                             quantized_dimension=axis), scales
 
     def _bias(self, name: str, x: int, w_scale: np.ndarray) -> int:
         b_scale = (np.float32(self.scales[x]) * w_scale).astype(np.float32)
@@ -99,7 +100,7 @@ class Net:
         b = self._bias(name + "_b", x, ws)
         oh, ow = -(-h // stride), -(-w // stride)
         y = self.activation(name, (n, oh, ow, cout))
-        options = dict(padding="SAME", strideH=stride, strideW=stride,
+        options: dict[str, Any] = dict(padding="SAME", strideH=stride, strideW=stride,
                        fusedActivationFunction=act, dilationHFactor=1, dilationWFactor=1)
         if depthwise:
             options["depthMultiplier"] = cout // c
@@ -120,7 +121,7 @@ class Net:
     def add(self, a: int, b: int, act: str = "NONE") -> int:
         y = self.activation(self._name("add"), self.shapes[a])
         # the 16x8 converter's int16 ADD rescales generally (not by powers of two)
-        options = dict(potScaleInt16=False) if self.dtype == "int16" else {}
+        options: dict[str, Any] = dict(potScaleInt16=False) if self.dtype == "int16" else {}
         self.g.op("ADD", [a, b], [y], fusedActivationFunction=act, **options)
         return y
 

@@ -177,9 +177,10 @@ class GraphWriter:
                         intermediates: list[int] | None = None) -> int:
         custom = kind.startswith(CUSTOM)
         table = None if custom else OPTIONS.get(kind)
-        opts = _write_options(b, table, options) if table else None
-        blob = b.CreateNumpyVector(np.frombuffer(options, np.uint8)) if custom and options \
-            else None
+        # op() gives an options table's fields as a dict, custom_op() its payload as bytes
+        opts = _write_options(b, table, options) if table and isinstance(options, dict) else None
+        blob = b.CreateNumpyVector(np.frombuffer(options, np.uint8)) \
+            if custom and isinstance(options, bytes) and options else None
         ins = b.CreateNumpyVector(np.asarray(inputs, np.int32))
         outs = b.CreateNumpyVector(np.asarray(outputs, np.int32))
         inter = b.CreateNumpyVector(np.asarray(intermediates, np.int32)) if intermediates \
@@ -190,7 +191,7 @@ class GraphWriter:
         tflite.OperatorAddOutputs(b, outs)
         if inter is not None:
             tflite.OperatorAddIntermediates(b, inter)
-        if opts is not None:
+        if opts is not None and table:
             tflite.OperatorAddBuiltinOptionsType(b, getattr(tflite.BuiltinOptions, table))
             tflite.OperatorAddBuiltinOptions(b, opts)
         if blob is not None:

@@ -1,16 +1,18 @@
 """Converter registry and the per-import context shared by all ONNX op converters.
 
-A converter is ``fn(ctx, node, inputs, attrs) -> list[Value]`` registered with
+A converter is ``fn(ctx, node, inputs, attrs) -> list[Value]`` (``Converter``) registered with
 ``@onnx_op("Conv")``; ``inputs`` holds ``None`` for omitted optional inputs and ``attrs`` the
 node's attributes as Python values. Converters raise ``ctx.unsupported(reason)`` for what they
-do not implement; the importer adds the node and op to the message. The registry, the
-exception and the context's core are every frontend's (``frontends._base``).
+do not implement; the importer adds the node and op to the message. ``Value``, the registry,
+the exception and the context's core are every frontend's (``frontends._base``). An ONNX
+``Value``'s ``dtype`` is the dtype the model declares (a uint8 tensor is held as int8, shifted
+by -128); ``dequantized`` the parameters of the integer tensor a float value was dequantized
+from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,8 +23,9 @@ from canonqnn import _tvm
 from canonqnn.errors import UnsupportedError
 from canonqnn.qparams import QParams
 
+from .._base import Attrs, Registry, Source, Unsupported, Value
+from .._base import Converter as BaseConverter
 from .._base import ImportContext as BaseContext
-from .._base import Registry, Source, Unsupported
 
 # Domains whose ops we import. Contrib QOperator ops are also accepted in the default domain
 # (some exporters put them there; the name is unambiguous).
@@ -41,26 +44,9 @@ def dtype_name(elem_type: int) -> str:
     return ONNX_DTYPE.get(elem_type) or helper.tensor_dtype_to_string(elem_type)
 
 
-@dataclass
-class Value:
-    """One ONNX tensor as imported.
-
-    ``expr`` is its Relax expression (None for constants not yet materialized); ``const`` its
-    numpy value when known at import time; ``qparams`` the (int8-normalized) parameters of a
-    quantized integer tensor, when known; ``onnx_dtype`` the dtype the model declares (a uint8
-    tensor is held as int8, shifted by -128); ``dequantized`` the parameters of the integer
-    tensor a float value was dequantized from (its quantization step, for parity reports).
-    """
-
-    expr: Any = None
-    const: np.ndarray | None = None
-    qparams: QParams | None = None
-    onnx_dtype: str = "float32"
-    dequantized: QParams | None = None
-
-
-Converter = Callable[["ImportContext", onnx.NodeProto, list, dict], list]
-REGISTRY = Registry()
+# ``fn(ctx, node, inputs, attrs) -> list[Value]``
+Converter = BaseConverter["ImportContext", onnx.NodeProto, Attrs]
+REGISTRY: Registry[Converter] = Registry()
 CONVERTERS: dict[str, Converter] = REGISTRY.converters
 # How a converter treats quantized integer inputs (QOperator models apply some ops to them),
 # its registry property ``quantized``:
@@ -86,8 +72,8 @@ class ImportContext(BaseContext):
         self.node_output = ""  # name of the ONNX tensor the current node produces
 
     # -------------------------------------------------------------- emitting
-    def value(self, expr: Any, onnx_dtype: str = "float32", qparams: QParams | None = None):
-        return Value(expr=self.emit(expr), onnx_dtype=onnx_dtype, qparams=qparams)
+    def value(self, expr: Any, dtype: str = "float32", qparams: QParams | None = None) -> Value:
+        return Value(expr=self.emit(expr), dtype=dtype, qparams=qparams)
 
     def expr(self, value: Value) -> Any:
         """The Relax expression of a value, materializing constants on first use."""
@@ -113,7 +99,7 @@ def tensor_to_numpy(tensor: onnx.TensorProto, base_dir: str | None = None) -> np
     return numpy_helper.to_array(tensor, base_dir or "")
 
 
-def attributes(node: onnx.NodeProto) -> dict[str, Any]:
+def attributes(node: onnx.NodeProto) -> Attrs:
     out = {}
     for attr in node.attribute:
         value = helper.get_attribute_value(attr)

@@ -21,6 +21,7 @@ from onnx.reference import ReferenceEvaluator
 
 from canonqnn import _tvm, budget
 
+from . import _tvm_onnx
 from ._context import ONNX_DTYPE, ImportContext, Unsupported, Value
 
 # Never folded: the quantization structure the rules read, and ops with no fixed value.
@@ -62,7 +63,7 @@ def fold(ctx: ImportContext, node: onnx.NodeProto, inputs: list[Value | None]) -
             raise Unsupported(f"a constant result of {array.size} elements is too large to fold")
         if str(array.dtype) not in ONNX_DTYPE.values():
             raise Unsupported(f"constant result of dtype {array.dtype}")
-        out.append(Value(const=array, onnx_dtype=str(array.dtype)))
+        out.append(Value(const=array, dtype=str(array.dtype)))
     return out
 
 
@@ -117,7 +118,7 @@ def refusal(op_type: str, opset: int) -> str | None:
 def has_float_converter(op_type: str, opset: int) -> bool:
     """TVM converts the op and it is not a quantization op (those need canonqnn's own forms:
     TVM's would hide the integer arithmetic from the rules)."""
-    return not _quantization_op(op_type) and _tvm.onnx_converter(op_type, opset) is not None
+    return not _quantization_op(op_type) and _tvm_onnx.onnx_converter(op_type, opset) is not None
 
 
 def _quantization_op(op_type: str) -> bool:
@@ -129,14 +130,14 @@ def float_op(ctx: ImportContext, node: onnx.NodeProto, inputs: list[Value | None
     why = refusal(node.op_type, ctx.opset)
     if why is not None:
         raise Unsupported(why)
-    converter = _tvm.onnx_converter(node.op_type, ctx.opset)
-    exprs = _tvm.onnx_input_list([None if v is None else ctx.expr(v) for v in inputs])
+    converter = _tvm_onnx.onnx_converter(node.op_type, ctx.opset)
+    exprs = _tvm_onnx.onnx_input_list([None if v is None else ctx.expr(v) for v in inputs])
     try:
-        result = converter(ctx.bb, exprs, _tvm.onnx_attributes(node))
+        result = converter(ctx.bb, exprs, _tvm_onnx.onnx_attributes(node))
         outputs = _tvm.normalize_outputs(ctx.bb, result)
     except Exception as exc:  # noqa: BLE001  (TVM's converters assert; name the node instead)
         raise Unsupported(f"TVM's ONNX converter failed: {type(exc).__name__}: {exc}") from None
     if len(outputs) < len(node.output):
         raise Unsupported(f"TVM's converter gives {len(outputs)} outputs, the node has "
                           f"{len(node.output)}")
-    return [Value(expr=o, onnx_dtype=_tvm.dtype_of(o)) for o in outputs]
+    return [Value(expr=o, dtype=_tvm.dtype_of(o)) for o in outputs]

@@ -10,6 +10,7 @@ recorded in the module attribute ``canonqnn.io``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,10 +22,8 @@ from canonqnn.errors import InvalidModelError, cut_hint
 from canonqnn.io import TensorInfo
 from canonqnn.qparams import SIGNED
 
-from .._base import convert_node, import_function, needed_nodes
+from .._base import Attrs, GraphImporter, Inputs, cut_at
 from . import _generic, ops  # noqa: F401  (ops registers the converters)
-from .ops.quant import dequantize_value, quantize_value
-from .validate import check_model
 from ._context import (
     CONVERTERS,
     DOMAINS,
@@ -39,6 +38,8 @@ from ._context import (
     tensor_to_numpy,
     unsupported_error,
 )
+from .ops.quant import dequantize_value, quantize_value
+from .validate import check_model
 
 SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "uint16", "int32", "int64")
 # ai.onnx opsets whose semantics every converter was checked against (onnx 1.23 knows up to
@@ -108,11 +109,8 @@ def cut_graph(graph: onnx.GraphProto, outputs: list[str]) -> onnx.GraphProto:
     """``graph`` computing the tensors ``outputs`` only: the nodes they depend on, in order."""
     produced = {name: node for node in graph.node for name in node.output if name}
     known = produced.keys() | {v.name for v in graph.input} | {i.name for i in graph.initializer}
-    missing = [name for name in outputs if name not in known]
-    if missing or not outputs:
-        raise InvalidModelError(f"cannot cut the graph at {missing or outputs}: no such tensor"
-                                if missing else "no output tensor named")
-    needed = needed_nodes(outputs, produced, lambda node: [name for name in node.input if name])
+    needed = cut_at(outputs, known, "graph", produced,
+                    lambda node: [name for name in node.input if name])
     cut = onnx.GraphProto()
     cut.CopyFrom(graph)
     del cut.node[:]
@@ -124,24 +122,81 @@ def cut_graph(graph: onnx.GraphProto, outputs: list[str]) -> onnx.GraphProto:
     return cut
 
 
-def _prescan(graph: onnx.GraphProto, opset: int | None) -> None:
-    problems = []
-    for i, node in enumerate(graph.node):
-        name = node.name or f"#{i}"
+class OnnxImporter(GraphImporter[ImportContext, onnx.NodeProto, str]):
+    """The import of one ONNX graph (``frontends._base.GraphImporter``): tensors by name, a
+    node named by its name or, unnamed, by its position (``#3``)."""
+
+    source = SOURCE
+
+    def __init__(self, graph: onnx.GraphProto, opset: int | None) -> None:
+        super().__init__(ImportContext(_tvm.BlockBuilder(), opset or 0), graph.node)
+        self.graph, self.opset = graph, opset
+        # (``self.nodes`` holds the nodes: their ids stay theirs)
+        self._labels = {id(node): node.name or f"#{i}" for i, node in enumerate(self.nodes)}
+
+    def label(self, node: onnx.NodeProto) -> str:
+        return self._labels[id(node)]
+
+    def kind(self, node: onnx.NodeProto) -> str:
+        return node.op_type
+
+    def where(self, node: onnx.NodeProto) -> str:
+        return f"node {self.label(node)!r} (op {node.op_type})"
+
+    def refusal(self, node: onnx.NodeProto) -> tuple[str, str] | None:
         if node.domain not in DOMAINS:
-            problems.append((name, f"{node.domain}.{node.op_type}",
-                             f"domain {node.domain!r} is not supported"))
-        elif node.op_type not in CONVERTERS and node.domain not in ("", "ai.onnx"):
-            problems.append((name, node.op_type, "operator is not supported by canonqnn"))
-        elif node.op_type not in CONVERTERS and \
-                (why := _generic.refusal(node.op_type, opset or 0)) is not None:
-            problems.append((name, node.op_type, why))
-    if problems:
-        unsupported = {p[0] for p in problems}
-        constants = {i.name for i in graph.initializer}
-        inputs = [t for i, node in enumerate(graph.node) if (node.name or f"#{i}") in unsupported
-                  for t in node.input if t and t not in constants]
-        raise unsupported_error(problems, cut_hint(inputs))
+            return f"{node.domain}.{node.op_type}", f"domain {node.domain!r} is not supported"
+        if node.op_type not in CONVERTERS and node.domain not in ("", "ai.onnx"):
+            return node.op_type, "operator is not supported by canonqnn"
+        if node.op_type not in CONVERTERS and \
+                (why := _generic.refusal(node.op_type, self.opset or 0)) is not None:
+            return node.op_type, why
+        return None
+
+    def cut_hint(self, refused: list[onnx.NodeProto]) -> str:
+        unsupported = {self.label(node) for node in refused}
+        constants = {i.name for i in self.graph.initializer}
+        return cut_hint([t for node in self.nodes if self.label(node) in unsupported
+                         for t in node.input if t and t not in constants])
+
+    def enter(self, node: onnx.NodeProto | None) -> None:
+        if node is not None:
+            self.ctx.node_output = node.output[0] if node.output else self.label(node)
+
+    def convert(self, node: onnx.NodeProto) -> list[Value]:
+        inputs = self.read([name or None for name in node.input],
+                           lambda name: f"input {name!r} is not produced before this node "
+                                        "(graph not in topological order?)")
+        return _convert(self.ctx, node, inputs)
+
+    def output_keys(self, node: onnx.NodeProto) -> list[str | None]:
+        return [name or None for name in node.output]
+
+    def bind_inputs(self, inputs: Sequence[TensorInfo], params: list[Any]) -> None:
+        for info, param in zip(inputs, params):
+            if info.dtype in SIGNED:  # unsigned: held as the signed type, shifted
+                self.ctx.node_output = info.name
+                self.values[info.name] = Value(expr=self.ctx.emit(qdq.to_signed(param, info.dtype)),
+                                               dtype=info.dtype)
+            else:
+                self.values[info.name] = Value(expr=param, dtype=info.dtype)
+
+    def graph_outputs(self) -> list[tuple[str, str]]:
+        return [(vi.name, vi.name) for vi in self.graph.output]
+
+    def output(self, position: int, name: str, value: Value) -> tuple[Any, float | None]:
+        declared = self.graph.output[position].type.tensor_type.elem_type
+        if declared and dtype_name(declared) != value.dtype:
+            producer = next((self.where(n) for n in self.nodes if name in n.output),
+                            "its producer")
+            raise InvalidModelError(f"graph output {name!r} is declared {dtype_name(declared)}, "
+                                    f"but {producer} computes {value.dtype}")
+        expr = self.ctx.expr(value)
+        if value.dtype in SIGNED:
+            expr = self.ctx.emit(qdq.to_unsigned(expr, value.dtype))
+        quantized = value.qparams is not None or \
+            value.dtype in ("int8", "uint8", "int16", "uint16", "int32")
+        return expr, 1.0 if quantized else value.step
 
 
 def _consumers(graph: onnx.GraphProto, name: str) -> str:
@@ -197,13 +252,14 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
     opset = default_opset(proto)
     check_model(proto)
     graph = proto.graph if outputs is None else cut_graph(proto.graph, outputs)
-    _prescan(graph, opset)
+    importer = OnnxImporter(graph, opset)
+    importer.prescan()
 
-    values: dict[str, Value] = {}
+    values = importer.values
     for init in graph.initializer:
         try:
             values[init.name] = Value(const=tensor_to_numpy(init, base_dir),
-                                      onnx_dtype=dtype_name(init.data_type))
+                                      dtype=dtype_name(init.data_type))
         except Exception as exc:  # noqa: BLE001  (corrupt tensor data)
             raise InvalidModelError(f"initializer {init.name!r} cannot be read: {exc}") from None
     for name, array in (bind or {}).items():
@@ -214,54 +270,17 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
         if dtype not in ONNX_DTYPE.values():
             reason = f"dtype {dtype} is not supported{_consumers(graph, name)}"
             raise unsupported_error([(name, "graph input", reason)])
-        values[name] = Value(const=np.asarray(array, dtype=dtype), onnx_dtype=dtype)
+        values[name] = Value(const=np.asarray(array, dtype=dtype), dtype=dtype)
     unknown = sorted(set(input_shapes or {}) - {vi.name for vi in graph.input})
     if unknown:
         raise InvalidModelError(f"shapes given for {unknown}, which are not inputs of the "
                                 f"model (its inputs: {[vi.name for vi in graph.input]})")
     inputs = [_input_info(vi, input_shapes or {}, graph) for vi in graph.input
               if vi.name not in values]
-
-    ctx = ImportContext(_tvm.BlockBuilder(), opset or 0)
-
-    def bind_inputs(params: list) -> None:
-        for info, param in zip(inputs, params):
-            if info.dtype in SIGNED:  # unsigned: held as the signed type, shifted
-                ctx.node_output = info.name
-                values[info.name] = Value(expr=ctx.emit(qdq.to_signed(param, info.dtype)),
-                                          onnx_dtype=info.dtype)
-            else:
-                values[info.name] = Value(expr=param, onnx_dtype=info.dtype)
-
-    def convert() -> tuple[list, list[TensorInfo]]:
-        _convert_nodes(ctx, graph, values)
-        return _outputs(ctx, graph, values)
-
-    return import_function(SOURCE, ctx.bb, inputs, bind_inputs, convert)
+    return importer.build(inputs)
 
 
-def _convert_nodes(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value]) -> None:
-    for i, node in enumerate(graph.node):
-        name = node.name or f"#{i}"
-
-        def convert(node=node, name=name) -> list[Value]:
-            inputs = []
-            for input_name in node.input:
-                if input_name and input_name not in values:
-                    raise InvalidModelError(f"input {input_name!r} is not produced before this "
-                                            "node (graph not in topological order?)")
-                inputs.append(values[input_name] if input_name else None)
-            ctx.node_output = node.output[0] if node.output else name
-            return _convert(ctx, node, inputs)
-
-        outs = convert_node(SOURCE, name, node.op_type, f"node {name!r} (op {node.op_type})",
-                            convert)
-        for out_name, value in zip(node.output, outs):
-            if out_name:
-                values[out_name] = value
-
-
-def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Value]:
+def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: Inputs) -> list[Value]:
     if _generic.foldable(node, inputs):
         try:
             return _generic.fold(ctx, node, inputs)
@@ -277,39 +296,13 @@ def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: list) -> list[Val
         return converter(ctx, node, inputs, attrs)
     x = inputs[0]
     if handling != "passthrough" or x.qparams is None or len(quantized) > 1:
-        raise Unsupported(f"{node.op_type} applied to a quantized {quantized[0].onnx_dtype} tensor "
+        raise Unsupported(f"{node.op_type} applied to a quantized {quantized[0].dtype} tensor "
                           "(expected DequantizeLinear first or a QLinear operator)")
     real = dequantize_value(ctx, x, x.qparams)
     outs = converter(ctx, node, [real, *inputs[1:]], attrs)
-    return [quantize_value(ctx, out, x.qparams, x.onnx_dtype) for out in outs]
+    return [quantize_value(ctx, out, x.qparams, x.dtype) for out in outs]
 
 
-def _float_op(ctx: ImportContext, node: onnx.NodeProto, inputs: list, attrs: dict) -> list[Value]:
+def _float_op(ctx: ImportContext, node: onnx.NodeProto, inputs: Inputs,
+              attrs: Attrs) -> list[Value]:
     return _generic.float_op(ctx, node, inputs)
-
-
-def _outputs(ctx: ImportContext, graph: onnx.GraphProto, values: dict[str, Value]):
-    exprs, infos = [], []
-    for vi in graph.output:
-        if vi.name not in values:
-            raise InvalidModelError(f"graph output {vi.name!r} is not produced by any node")
-        value = values[vi.name]
-        declared = vi.type.tensor_type.elem_type
-        if declared and dtype_name(declared) != value.onnx_dtype:
-            producer = next((f"node {n.name or f'#{i}'!r} (op {n.op_type})"
-                             for i, n in enumerate(graph.node) if vi.name in n.output),
-                            "its producer")
-            raise InvalidModelError(f"graph output {vi.name!r} is declared {dtype_name(declared)}, "
-                                    f"but {producer} computes {value.onnx_dtype}")
-        expr = ctx.expr(value)
-        if value.onnx_dtype in SIGNED:
-            expr = ctx.emit(qdq.to_unsigned(expr, value.onnx_dtype))
-        lsb = None
-        if value.qparams is not None or value.onnx_dtype in ("int8", "uint8", "int16", "uint16",
-                                                             "int32"):
-            lsb = 1.0
-        elif value.dequantized is not None and value.dequantized.per_tensor:
-            lsb = value.dequantized.scalar_scale
-        infos.append(TensorInfo(vi.name, _tvm.dtype_of(expr), _tvm.shape_of(expr), lsb))
-        exprs.append(expr)
-    return exprs, infos

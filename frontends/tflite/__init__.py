@@ -3,9 +3,24 @@
     mod = canonqnn.frontends.tflite.load("model.tflite")   # or the model's bytes
 
 Needs the ``tflite`` extra (``pip install canonqnn[tflite]``).
+
+The format's interface to the core (``canonqnn.formats.FormatModule``): ``load``, and its oracle
+``runtimes`` and ``profile``. Submodules load on first use: ``runtime`` runs in parity's child
+processes, which import no TVM.
 """
 
-from .importer import load
-from .reader import is_tflite, read_model
+from __future__ import annotations
 
-__all__ = ["is_tflite", "load", "read_model"]
+import importlib
+from typing import Any
+
+# name -> the submodule defining it
+_EXPORTS = {"load": "importer", "is_tflite": "reader", "read_model": "reader",
+            "runtimes": "oracle", "profile": "runtime"}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _EXPORTS:  # read at each use: a test may replace the submodule's function
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

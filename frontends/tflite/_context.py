@@ -1,8 +1,10 @@
 """Converter registry and the per-import context of the TFLite frontend.
 
-A converter is ``fn(ctx, op, inputs, outputs) -> list[Value]`` registered with
+A converter is ``fn(ctx, op, inputs, outputs) -> list[Value]`` (``Converter``) registered with
 ``@tflite_op("CONV_2D")``; ``inputs`` holds ``Value``s (None for omitted optional inputs) and
 ``outputs`` the operator's output ``Tensor`` descriptions (shape, dtype, quantization).
+``Value`` is every frontend's (``frontends._base``); a TFLite one always has the model's
+``dtype`` and (NHWC) ``shape``.
 
 Layout: TFLite is NHWC; canonical ops are NCHW. A 4-D activation is held in NCHW
 (``Value.nchw``) from the first op that wants it so; ops whose meaning depends on the element
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,8 +26,9 @@ from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams, uint8_to_int8
 
+from .._base import Converter as BaseConverter
 from .._base import ImportContext as BaseContext
-from .._base import Registry, Source, Unsupported
+from .._base import Registry, Source, Unsupported, Value
 from .reader import Operator, Tensor
 
 TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
@@ -34,38 +37,6 @@ TO_NCHW, TO_NHWC = (0, 3, 1, 2), (0, 2, 3, 1)
 QUANTIZED_DTYPES = ("int8", "uint8", "int16")
 # Quantized tensors canonqnn reads: those, and the int32 / int64 biases of the products.
 SIGNED_QUANTIZED_DTYPES = ("int8", "int16", "int32", "int64")
-
-
-@dataclass
-class Value:
-    """One TFLite tensor as imported.
-
-    ``expr``: its Relax expression (int8 or int16 for quantized tensors, uint8 ones shifted by
-    -128),
-    None for constants not yet materialized; ``const``: the numpy value of a constant (model
-    layout and dtype); ``qparams``: int8-normalized parameters of a quantized tensor; ``dtype``:
-    the model's dtype; ``nchw``: ``expr`` is the NCHW permutation of this 4-D NHWC tensor.
-    """
-
-    dtype: str
-    shape: tuple[int, ...]
-    expr: Any = None
-    const: np.ndarray | None = None
-    qparams: QParams | None = None
-    nchw: bool = False
-    dequantized_step: float | None = None  # a float output's quantization step (parity LSB)
-    # The model's tensor, for constants and variables: it keeps parameters QParams cannot
-    # (int16 tensors such as SVDF's time weights and an int8 LSTM's cell state)
-    tensor: Tensor | None = None
-
-    @property
-    def quantized(self) -> bool:
-        return self.qparams is not None
-
-    @property
-    def layout_shape(self) -> tuple[int, ...]:
-        """The shape of ``expr``."""
-        return tuple(self.shape[i] for i in TO_NCHW) if self.nchw else self.shape
 
 
 def tensor_qparams(t: Tensor, axis: int | None = None) -> QParams | None:
@@ -87,8 +58,9 @@ def tensor_qparams(t: Tensor, axis: int | None = None) -> QParams | None:
     return QParams.make(t.scale, zp, t.quantized_dimension if axis is None else axis, dtype)
 
 
-Converter = Callable[["ImportContext", Operator, list, list], list]
-REGISTRY = Registry()
+# ``fn(ctx, op, inputs, outputs) -> list[Value]``
+Converter = BaseConverter["ImportContext", Operator, list[Tensor]]
+REGISTRY: Registry[Converter] = Registry()
 CONVERTERS: dict[str, Converter] = REGISTRY.converters
 SOURCE = Source("TFLite", "tflite", "q31_double")
 
@@ -147,7 +119,7 @@ class ImportContext(BaseContext):
         expr = self.emit(qdq.quantize(real, qp, source_dtype=qdq.source_dtype(out.dtype),
                                       source_op=self.op.kind if record_op else None,
                                       source_tensor=out.name))
-        value = Value(out.dtype, out.shape, expr, qparams=qp, nchw=nchw)
+        value = Value(dtype=out.dtype, shape=out.shape, expr=expr, qparams=qp, nchw=nchw)
         computed = _tvm.shape_of(expr)
         if len(out.shape) != len(computed) or value.layout_shape != computed:
             raise Unsupported(f"computed shape {list(_tvm.shape_of(expr))} differs from the "

@@ -53,7 +53,7 @@ def fold(op: Operator, inputs: list[Value | None], outputs: list[Tensor]) -> lis
             raise Unsupported(f"evaluates to shape {list(array.shape)}, the model declares "
                               f"{list(out.shape)}")
         array = array.astype(out.dtype).reshape(out.shape if out.shape else array.shape)
-        values.append(Value(out.dtype, tuple(array.shape), const=array))
+        values.append(Value(dtype=out.dtype, shape=tuple(array.shape), const=array))
     return values
 
 

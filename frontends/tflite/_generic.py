@@ -3,7 +3,7 @@
 A TFLite model keeps float pre- and post-processing around its quantized layers (input
 normalization before the QUANTIZE, box decoding after the last DEQUANTIZE, a detector's
 ``TFLite_Detection_PostProcess``). An operator none of whose tensors is quantized has nothing
-for the rules to fold: it is converted by TVM's TFLite importer (``_tvm.TfliteConverters``),
+for the rules to fold: it is converted by TVM's TFLite importer (``_tvm_tflite.TfliteConverters``),
 whose output is plain Relax (one op, or a short chain, per operator), and the Report names it
 as a float island. canonqnn's converters keep every operator that reads or writes a quantized
 tensor: they write the forms the rules match.
@@ -16,10 +16,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from canonqnn import _tvm, reference
+from canonqnn import _tvm
+from canonqnn.ops import reference
 from canonqnn.qparams import uint8_to_int8
 
 from ._context import ImportContext, Unsupported, Value
+from ._tvm_tflite import TfliteConverters
 from .reader import Model, Operator, Tensor
 
 # Operators TVM's converter may be given quantized inputs of, as their real values.
@@ -36,7 +38,7 @@ class FloatOperators:
 
     def _tvm_converters(self) -> Any:
         if self._converters is None:
-            self._converters = _tvm.TfliteConverters(self._model.schema, self._ctx.bb)
+            self._converters = TfliteConverters(self._model.schema, self._ctx.bb)
         return self._converters
 
     def kind(self, op: Operator) -> str | None:
@@ -87,7 +89,7 @@ class FloatOperators:
                 raise Unsupported(f"TVM's converter computes {dtype}{list(shape)} for output "
                                   f"{out.name!r}, the model declares {out.dtype}"
                                   f"{list(out.shape)}")
-            values.append(Value(out.dtype, tuple(shape), expr))
+            values.append(Value(dtype=out.dtype, shape=tuple(shape), expr=expr))
         return values
 
 

@@ -2,11 +2,11 @@
 
 The importer reads the flatbuffer, checks every operator has a converter (reporting all that do
 not at once), and converts the operators in order. Quantized tensors become int8 Relax values
-(uint8 ones shifted by -128, their quantize/dequantize calls saying so: ``canonqnn.qdq``); 4-D activations are held
-NCHW inside the module while its interface keeps the model's NHWC shapes, names and dtypes.
-16x8 models (int16 activations, int8 weights, int64 biases) import the same way, their int16
-tensors held as int16. Operators with no quantized tensor (float pre- and post-processing)
-are converted by TVM's own TFLite converters (``_generic``).
+(uint8 ones shifted by -128, their quantize/dequantize calls saying so: ``canonqnn.qdq``); 4-D
+activations are held NCHW inside the module while its interface keeps the model's NHWC shapes,
+names and dtypes. 16x8 models (int16 activations, int8 weights, int64 biases) import the same
+way, their int16 tensors held as int16. Operators with no quantized tensor (float pre- and
+post-processing) are converted by TVM's own TFLite converters (``_generic``).
 The module records ``source="tflite"`` and ``rounding="q31_double"``: TFLite's reference
 kernels requantize with Q31 fixed-point multipliers and two roundings, ties away from zero.
 """
@@ -14,49 +14,36 @@ kernels requantize with Q31 fixed-point multipliers and two roundings, ties away
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from canonqnn import _tvm, qdq
-from canonqnn.errors import InvalidModelError, UnsupportedError, cut_hint
+from canonqnn.errors import UnsupportedError, cut_hint
 from canonqnn.io import TensorInfo
+from canonqnn.qparams import QParams
 
-from .._base import convert_node, import_function, needed_nodes
+from .._base import GraphImporter, Inputs, cut_at
 from . import _fold, ops  # noqa: F401  (ops registers the converters)
 from ._context import CONVERTERS, SOURCE, ImportContext, Unsupported, Value, tensor_qparams
 from ._generic import FloatOperators
-from .reader import Model, read_model
+from .reader import Model, Operator, Tensor, read_model
 
 SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "int32", "int64")
 
 
-def _error(problems, hint: str = "") -> UnsupportedError:
+def _error(problems: list[tuple[str, str, str]], hint: str = "") -> UnsupportedError:
     return SOURCE.unsupported(problems, hint)
-
-
-def _prescan(model: Model, float_ops: FloatOperators) -> None:
-    unsupported = [op for op in model.operators if op.kind not in CONVERTERS and
-                   op.kind not in _fold.FOLDERS and op.kind != "SHAPE" and
-                   not float_ops.takes(op)]
-    if unsupported:
-        inputs = [model.tensors[i].name for op in unsupported for i in op.inputs
-                  if i >= 0 and model.tensors[i].data is None]
-        raise _error([(op.label, op.kind, float_ops.refusal(op)) for op in unsupported],
-                     cut_hint(inputs))
 
 
 def cut_model(model: Model, outputs: list[str]) -> Model:
     """``model`` computing the tensors named ``outputs`` only: the operators they depend on."""
     index = {t.name: t.index for t in model.tensors}
-    missing = [name for name in outputs if name not in index]
-    if missing or not outputs:
-        raise InvalidModelError(f"cannot cut the model at {missing or outputs}: no such tensor"
-                                if missing else "no output tensor named")
     producer = {i: op for op in model.operators for i in op.outputs}
-    needed = needed_nodes([index[name] for name in outputs], producer,
-                          lambda op: [i for i in op.inputs if i >= 0])
+    needed = cut_at(outputs, index, "model", producer,
+                    lambda op: [i for i in op.inputs if i >= 0], key=index.__getitem__)
     return replace(model, operators=[op for op in model.operators if id(op) in needed],
                    outputs=[index[name] for name in outputs])
 
@@ -70,6 +57,71 @@ def _input_info(model: Model, index: int) -> TensorInfo:
     return TensorInfo(t.name, t.dtype, t.shape)
 
 
+class TFLiteImporter(GraphImporter[ImportContext, Operator, int]):
+    """The import of one TFLite model (``frontends._base.GraphImporter``): tensors by index;
+    operators with no quantized tensor go to TVM's converters (``FloatOperators``)."""
+
+    source = SOURCE
+    node_noun = "operator"
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(ImportContext(_tvm.BlockBuilder()), model.operators)
+        self.model = model
+        self.float_ops = FloatOperators(model, self.ctx)
+
+    def label(self, op: Operator) -> str:
+        return op.label
+
+    def kind(self, op: Operator) -> str:
+        return op.kind
+
+    def where(self, op: Operator) -> str:
+        return f"operator {op.label} ({op.kind})"
+
+    def refusal(self, op: Operator) -> tuple[str, str] | None:
+        if op.kind not in CONVERTERS and op.kind not in _fold.FOLDERS and op.kind != "SHAPE" \
+                and not self.float_ops.takes(op):
+            return op.kind, self.float_ops.refusal(op)
+        return None
+
+    def cut_hint(self, refused: list[Operator]) -> str:
+        tensors = self.model.tensors
+        return cut_hint([tensors[i].name for op in refused for i in op.inputs
+                         if i >= 0 and tensors[i].data is None])
+
+    def enter(self, op: Operator | None) -> None:
+        self.ctx.op = op
+
+    def convert(self, op: Operator) -> list[Value]:
+        tensors = self.model.tensors
+        inputs = self.read([i if i >= 0 else None for i in op.inputs],
+                           lambda i: f"input tensor {tensors[i].name!r} is not produced before "
+                                     "this operator")
+        return _convert(self.ctx, op, inputs, [tensors[i] for i in op.outputs], self.float_ops)
+
+    def output_keys(self, op: Operator) -> list[int]:
+        return list(op.outputs)
+
+    def bind_inputs(self, inputs: Sequence[TensorInfo], params: list[Any]) -> None:
+        for index, info, param in zip(self.model.inputs, inputs, params):
+            t = self.model.tensors[index]
+            expr = param
+            if info.dtype == "uint8" and t.quantized:
+                expr = self.ctx.emit(qdq.uint8_to_int8(param))
+            self.values[index] = Value(dtype=info.dtype, shape=info.shape, expr=expr,
+                                       qparams=_qparams(t))
+
+    def graph_outputs(self) -> list[tuple[str, int]]:
+        return [(self.model.tensors[index].name, index) for index in self.model.outputs]
+
+    def output(self, position: int, name: str, value: Value) -> tuple[Any, float | None]:
+        value = self.ctx.as_nhwc(value)
+        expr = self.ctx.expr(value)
+        if value.dtype == "uint8" and value.quantized:
+            expr = self.ctx.emit(qdq.int8_to_uint8(expr))
+        return expr, 1.0 if value.quantized or value.dtype != "float32" else value.step
+
+
 def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> Any:
     """Import a TFLite model (path or bytes) into the fake-quant Relax form; ``outputs`` names
     the tensors the module computes instead of the model's outputs (the graph is cut there:
@@ -77,32 +129,16 @@ def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> 
     m = read_model(model)
     if outputs is not None:
         m = cut_model(m, outputs)
-    bb = _tvm.BlockBuilder()
-    ctx = ImportContext(bb)
-    float_ops = FloatOperators(m, ctx)
-    _prescan(m, float_ops)
+    importer = TFLiteImporter(m)
+    importer.prescan()
     inputs = [_input_info(m, i) for i in m.inputs]
-    values: dict[int, Value] = {}
     for t in m.tensors:
         if t.data is not None or t.is_variable:
-            values[t.index] = _stored(t)
-
-    def bind_inputs(params: list) -> None:
-        for index, info, param in zip(m.inputs, inputs, params):
-            t = m.tensors[index]
-            expr = param
-            if info.dtype == "uint8" and t.quantized:
-                expr = ctx.emit(qdq.uint8_to_int8(param))
-            values[index] = Value(info.dtype, info.shape, expr, qparams=_qparams(t))
-
-    def convert() -> tuple[list, list[TensorInfo]]:
-        _convert_operators(ctx, m, values, float_ops)
-        return _outputs(ctx, m, values)
-
-    return import_function(SOURCE, bb, inputs, bind_inputs, convert)
+            importer.values[t.index] = _stored(t)
+    return importer.build(inputs)
 
 
-def _stored(t) -> Value:
+def _stored(t: Tensor) -> Value:
     """A constant, or a variable tensor (a stateful operator's state) as every run starts it:
     the interpreter fills an int8 variable with its zero point and others with 0, real 0
     (the module is one run from that state). int16 ones (SVDF time weights, an LSTM's cell
@@ -112,38 +148,17 @@ def _stored(t) -> Value:
         fill = int(t.zero_point[0]) if t.quantized and t.dtype == "int8" else 0
         data = np.full(t.shape, fill, np.dtype(t.dtype))
     qparams = None if t.dtype == "int16" else _qparams(t)
-    return Value(t.dtype, t.shape, const=data, qparams=qparams, tensor=t)
+    return Value(dtype=t.dtype, shape=t.shape, const=data, qparams=qparams, tensor=t)
 
 
-def _qparams(t):
+def _qparams(t: Tensor) -> QParams | None:
     try:
         return tensor_qparams(t)
     except Unsupported as exc:
         raise _error([(t.name, "tensor", str(exc))]) from None
 
 
-def _convert_operators(ctx: ImportContext, m: Model, values: dict[int, Value],
-                       float_ops: FloatOperators) -> None:
-    for op in m.operators:
-        ctx.op = op
-
-        def convert(op=op) -> list[Value]:
-            inputs = []
-            for index in op.inputs:
-                if index >= 0 and index not in values:
-                    raise InvalidModelError(f"input tensor {m.tensors[index].name!r} is not "
-                                            "produced before this operator")
-                inputs.append(values[index] if index >= 0 else None)
-            return _convert(ctx, op, inputs, [m.tensors[i] for i in op.outputs], float_ops)
-
-        outs = convert_node(SOURCE, op.label, op.kind, f"operator {op.label} ({op.kind})",
-                            convert)
-        for index, value in zip(op.outputs, outs):
-            values[index] = value
-    ctx.op = None
-
-
-def _convert(ctx: ImportContext, op, inputs: list, outputs: list,
+def _convert(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor],
              float_ops: FloatOperators) -> list[Value]:
     if _fold.foldable(op, inputs):
         try:
@@ -157,19 +172,3 @@ def _convert(ctx: ImportContext, op, inputs: list, outputs: list,
         raise Unsupported("only folded here, where every input is a constant shape or index "
                           "(this one is computed at run time)")
     return CONVERTERS[op.kind](ctx, op, inputs, outputs)
-
-
-def _outputs(ctx: ImportContext, m: Model, values: dict[int, Value]):
-    exprs, infos = [], []
-    for index in m.outputs:
-        t = m.tensors[index]
-        if index not in values:
-            raise InvalidModelError(f"graph output {t.name!r} is not produced by any operator")
-        value = ctx.as_nhwc(values[index])
-        expr = ctx.expr(value)
-        if value.dtype == "uint8" and value.quantized:
-            expr = ctx.emit(qdq.int8_to_uint8(expr))
-        lsb = 1.0 if value.quantized or value.dtype != "float32" else value.dequantized_step
-        infos.append(TensorInfo(t.name, _tvm.dtype_of(expr), _tvm.shape_of(expr), lsb))
-        exprs.append(expr)
-    return exprs, infos

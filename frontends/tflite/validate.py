@@ -16,9 +16,16 @@ import numpy as np
 import tflite
 
 from canonqnn.errors import InvalidModelError, InvalidQuantizationError, UnsupportedError
-from canonqnn.qparams import (MAX_LEFT_SHIFT, QParams, check_multiplier, check_scale,
-                              quantize_multiplier, saturating_multiplier, tflite_add_multipliers,
-                              tflite_mul_multiplier)
+from canonqnn.qparams import (
+    MAX_LEFT_SHIFT,
+    QParams,
+    check_multiplier,
+    check_scale,
+    quantize_multiplier,
+    saturating_multiplier,
+    tflite_add_multipliers,
+    tflite_mul_multiplier,
+)
 
 from ._schema import OPTIONS
 
@@ -91,7 +98,7 @@ def check_header(data: bytes, where: str) -> None:
         raise InvalidModelError(f"{where}: root table offset {root} is outside the "
                                 f"{len(data)}-byte file")
     vtable = root - int.from_bytes(data[root:root + 4], "little", signed=True)
-    size = int.from_bytes(data[vtable:vtable + 2], "little") if 0 <= vtable else 0
+    size = int.from_bytes(data[vtable:vtable + 2], "little") if vtable >= 0 else 0
     if vtable % 2 or not 0 <= vtable <= len(data) - 4 or size < 4 or vtable + size > len(data):
         raise InvalidModelError(f"{where}: the root table's vtable (at {vtable}) is outside "
                                 f"the {len(data)}-byte file")

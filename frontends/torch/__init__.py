@@ -1,19 +1,23 @@
 """PyTorch frontend: a PT2E-quantized ``torch.export.ExportedProgram`` (or a ``.pt2`` file) into
 the fake-quant Relax form. Needs the ``torch`` extra.
 
-``archive`` (reading a ``.pt2`` file without running what it holds) imports torch only, not
-TVM: parity's child processes load programs with it."""
+The format's interface to the core (``canonqnn.formats.FormatModule``): ``load``, and its oracle
+``runtimes`` and ``profile`` (XNNPACK's numerics here). Submodules load on first use:
+``runtime`` and ``archive`` (reading a ``.pt2`` file without running what it holds) import
+torch, not TVM: parity's child processes run them."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
-__all__ = ["load", "read_program"]
+# name -> the submodule defining it
+_EXPORTS = {"load": "importer", "read_program": "importer", "runtimes": "oracle",
+            "profile": "runtime"}
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name in __all__:  # the importer brings TVM: loaded on first use
-        from . import importer
-
-        return getattr(importer, name)
+    if name in _EXPORTS:  # the importer brings TVM: loaded on first use
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

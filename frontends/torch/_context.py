@@ -1,24 +1,28 @@
 """Converter registry and the per-import context of the PyTorch frontend.
 
-A converter is ``fn(ctx, node, args) -> Value`` registered with
+A converter is ``fn(ctx, node, args) -> Value`` (``Converter``) registered with
 ``@torch_op("aten.conv2d.default", ...)``: ``node`` is the ``torch.fx.Node`` and ``args`` its
 positional arguments with every node replaced by its ``Value`` (literals stay literals). It
-returns None where the form TVM's converter writes is the one (``_generic``).
+returns None where the form TVM's converter writes is the one (``_generic``). ``Value`` is
+every frontend's (``frontends._base``); a PyTorch one uses ``expr``, ``const``, ``step`` and
+``padded`` (a zero padding a conv takes as its own).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from .._base import ArgsConverter, Registry, Source, Unsupported, Value
 from .._base import ImportContext as BaseContext
-from .._base import Registry, Source, Unsupported
+
+if TYPE_CHECKING:
+    from torch.fx import Node  # noqa: F401  (named in Converter; torch loads on first use)
 
 # The program's dtype names as numpy / Relax name them.
 TORCH_DTYPES = {"torch.float32": "float32", "torch.int8": "int8", "torch.uint8": "uint8",
@@ -31,22 +35,9 @@ def dtype_name(dtype: Any) -> str:
     return TORCH_DTYPES.get(str(dtype), str(dtype))
 
 
-@dataclass
-class Value:
-    """One node's result as imported: ``expr`` its Relax expression (None for a constant not
-    yet materialized, or a zero padding not yet emitted), ``const`` the numpy value of a
-    parameter, buffer or constant tensor, ``step`` the quantization step of a float tensor a
-    dequantize produced (parity's LSB), ``padded``: ``(value, [top, left, bottom, right])``
-    for a zero padding of the last two axes, which a conv reading it takes as its own."""
-
-    expr: Any = None
-    const: np.ndarray | None = None
-    step: float | None = None
-    padded: tuple[Value, list[int]] | None = None
-
-
-Converter = Callable[["ImportContext", Any, list], "Value | None"]
-REGISTRY = Registry()
+# ``fn(ctx, node, args) -> Value | None``
+Converter = ArgsConverter["ImportContext", "Node"]
+REGISTRY: Registry[Converter] = Registry()
 CONVERTERS: dict[str, Converter] = REGISTRY.converters
 # The arithmetic of XNNPACK's int8 kernels, which ExecuTorch runs PT2E programs on.
 SOURCE = Source("PyTorch", "torch", "xnnpack")

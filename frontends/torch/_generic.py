@@ -9,11 +9,12 @@ from typing import Any
 from canonqnn import _tvm
 
 from ._context import ImportContext, Unsupported, Value
+from ._tvm_torch import TorchConverters
 
 
 class FloatOps:
     def __init__(self, bb: Any) -> None:
-        self._tvm = _tvm.TorchConverters(bb)
+        self._tvm = TorchConverters(bb)
 
     def takes(self, node: Any) -> bool:
         return node.op == "call_function" and self._tvm.takes(node.target.__name__)

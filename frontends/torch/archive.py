@@ -47,7 +47,7 @@ _REFUSED_MEMBERS = (
 )
 # Node targets the graph may call: operators of these namespaces, and tuple indexing.
 _NAMESPACES = ("aten", "quantized_decomposed", "prims", "torchao")
-_TARGET = re.compile(r"torch\.ops\.(%s)\.\w+\.\w+$" % "|".join(_NAMESPACES))
+_TARGET = re.compile(r"torch\.ops\.({})\.\w+\.\w+$".format("|".join(_NAMESPACES)))
 _PLAIN_TARGETS = ("_operator.getitem",)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -21,7 +22,7 @@ from canonqnn import _tvm
 from canonqnn.errors import InvalidModelError
 from canonqnn.io import TensorInfo
 
-from .._base import convert_node, import_function
+from .._base import GraphImporter
 from . import archive, ops  # noqa: F401  (ops registers the converters)
 from ._context import CONVERTERS, SOURCE, ImportContext, Unsupported, Value, dtype_name
 from ._generic import FloatOps
@@ -56,31 +57,63 @@ def load(program: Any) -> Any:
     """Import a PT2E-quantized ``torch.export.ExportedProgram`` (or a ``.pt2`` path) into the
     fake-quant Relax form."""
     ep = read_program(program)
-    bb = _tvm.BlockBuilder()
-    ctx = ImportContext(bb)
-    float_ops = FloatOps(bb)
-    nodes = list(ep.graph.nodes)
-    _prescan(nodes, float_ops)
-    placeholders = {n.name: n for n in nodes if n.op == "placeholder"}
-    inputs, stored = _signature(ep, placeholders)
-    values: dict[Any, Value] = {}
+    importer = TorchImporter(ep)
+    importer.prescan()
+    inputs, stored = _signature(ep, importer.placeholders)
     for name, array in stored.items():
-        values[placeholders[name]] = Value(const=array)
+        importer.values[importer.placeholders[name]] = Value(const=array)
+    return importer.build(inputs)
 
-    def bind_inputs(params: list) -> None:
+
+class TorchImporter(GraphImporter[ImportContext, Any, Any]):
+    """The import of one program (``frontends._base.GraphImporter``): values by fx node; a node
+    with several results holds them as a list, which ``getitem`` nodes index."""
+
+    source = SOURCE
+
+    def __init__(self, ep: Any) -> None:
+        super().__init__(ImportContext(_tvm.BlockBuilder()), list(ep.graph.nodes))
+        self.ep = ep
+        self.float_ops = FloatOps(self.ctx.bb)
+        self.placeholders = {n.name: n for n in self.nodes if n.op == "placeholder"}
+        self._order = {node: i for i, node in enumerate(self.nodes)}
+
+    def label(self, node: Any) -> str:
+        return node.name
+
+    def kind(self, node: Any) -> str:
+        return kind(node)
+
+    def where(self, node: Any) -> str:
+        return f"node {node.name!r} ({kind(node)})"
+
+    def refusal(self, node: Any) -> tuple[str, str] | None:
+        if node.op in ("placeholder", "output"):
+            return None
+        if node.op != "call_function":
+            return node.op, f"{node.op} nodes are not supported (submodules and control flow)"
+        if kind(node) not in CONVERTERS and not self.float_ops.takes(node) and \
+                node.target is not operator.getitem:
+            return kind(node), ("operator is not supported by canonqnn or TVM's "
+                                "ExportedProgram importer")
+        why = _mutation(node, self._order)
+        return None if why is None else (kind(node), why)
+
+    def converts(self, node: Any) -> bool:
+        return node.op == "call_function"
+
+    def convert(self, node: Any) -> Value | list[Value]:
+        return _convert(self.ctx, node, self.values, self.float_ops)
+
+    def store(self, node: Any, results: Value | list[Value]) -> None:
+        self.values[node] = results
+
+    def bind_inputs(self, inputs: Sequence[TensorInfo], params: list[Any]) -> None:
         for info, param in zip(inputs, params):
-            values[placeholders[info.name]] = Value(expr=param)
+            self.values[self.placeholders[info.name]] = Value(expr=param)
 
-    def convert() -> tuple[list, list[TensorInfo]]:
-        for node in nodes:
-            if node.op == "call_function":
-                where = f"node {node.name!r} ({kind(node)})"
-                values[node] = convert_node(SOURCE, node.name, kind(node), where,
-                                            lambda node=node: _convert(ctx, node, values,
-                                                                       float_ops))
-        return _outputs(ctx, ep, nodes, values)
-
-    return import_function(SOURCE, bb, inputs, bind_inputs, convert)
+    def outputs(self) -> tuple[list[Any], list[TensorInfo]]:
+        return _outputs(self.ctx, self.ep, self.nodes, self.values)
 
 
 def _mutation(node: Any, order: dict) -> str | None:
@@ -100,25 +133,6 @@ def _mutation(node: Any, order: dict) -> str | None:
         if any(order[user] > order[node] for user in arg.users):
             return f"writes {arg.name!r} in place, which a later node reads"
     return None
-
-
-def _prescan(nodes: list, float_ops: FloatOps) -> None:
-    problems = []
-    order = {node: i for i, node in enumerate(nodes)}
-    for node in nodes:
-        if node.op in ("placeholder", "output"):
-            continue
-        if node.op != "call_function":
-            problems.append((node.name, node.op, f"{node.op} nodes are not supported "
-                             "(submodules and control flow)"))
-        elif kind(node) not in CONVERTERS and not float_ops.takes(node) and \
-                node.target is not operator.getitem:
-            problems.append((node.name, kind(node), "operator is not supported by canonqnn or "
-                             "TVM's ExportedProgram importer"))
-        elif (why := _mutation(node, order)) is not None:
-            problems.append((node.name, kind(node), why))
-    if problems:
-        raise SOURCE.unsupported(problems)
 
 
 def _signature(ep: Any, placeholders: dict[str, Any]) \
@@ -189,7 +203,7 @@ def _arg(values: dict, arg: Any) -> Any:
     return arg
 
 
-def _convert(ctx: ImportContext, node: Any, values: dict,
+def _convert(ctx: ImportContext, node: Any, values: dict[Any, Any],
              float_ops: FloatOps) -> Value | list[Value]:
     if node.target is operator.getitem:  # one result of an op with several
         results, index = values[node.args[0]], node.args[1]

@@ -4,9 +4,9 @@ of a build without the layout pass with those of a build with it, in model order
 from __future__ import annotations
 
 import pytest
-from _benchmark_script import load
 
-from canonqnn import dot_isa
+from _benchmark_script import load
+from canonqnn.build import isa as dot_isa
 
 
 @pytest.mark.slow  # fuses, schedules and times a small MobileNet-V1 twice: about 15 s

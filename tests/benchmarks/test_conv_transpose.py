@@ -4,6 +4,7 @@ conv lowered by output phases equal to the conv of the upsampled input its defin
 from __future__ import annotations
 
 import pytest
+
 from _benchmark_script import load
 
 

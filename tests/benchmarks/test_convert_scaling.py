@@ -10,9 +10,9 @@ import re
 
 import onnx
 import pytest
-from _benchmark_script import load
 
 import canonqnn
+from _benchmark_script import load
 from canonqnn import _tvm
 
 cs = load("convert_scaling")

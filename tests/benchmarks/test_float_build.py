@@ -1,14 +1,12 @@
 """benchmarks/float_build.py runs end to end (no timing asserted), and what makes float chains
 build in about TVM's own time: fused kernels of a long float chain hold at most 8 ops each
-(``_tvm.MAX_FUSE_DEPTH``; TVM's FuseOps alone fuses up to 256)."""
+(``pipeline.MAX_FUSE_DEPTH``; TVM's FuseOps alone fuses up to 256)."""
 
 from __future__ import annotations
 
-from _benchmark_script import load
-
 import canonqnn
-from canonqnn import _tvm
-from canonqnn.builder import inspect_kernels
+from _benchmark_script import load
+from canonqnn.build import inspect_kernels, pipeline
 
 
 def _load():
@@ -28,4 +26,4 @@ def test_a_long_float_chain_is_fused_into_kernels_of_a_bounded_number_of_ops():
     assert len(report.float_islands) == 61
     kernels = inspect_kernels(mod).kernels
     relus = [k.name.split("_").count("relu") for k in kernels]
-    assert sum(relus) == 60 and max(relus) == _tvm.MAX_FUSE_DEPTH == 8
+    assert sum(relus) == 60 and max(relus) == pipeline.MAX_FUSE_DEPTH == 8

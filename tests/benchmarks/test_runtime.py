@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from _benchmark_script import load
 
 
@@ -34,9 +35,9 @@ def test_kernel_table_prints_mac_rates_against_a_measured_peak(capsys):
 
 
 def test_peak_is_measured_on_the_hosts_instruction():
-    from canonqnn.ops import _dot
+    from canonqnn.build.forms import dot
 
-    isa = _dot.host_isa()
+    isa = dot.host_isa()
     if isa is None:
         pytest.skip("this host has no int8 dot-product ISA")
     assert 1.0 < _load().measured_peak_gmacs(isa, iterations=100_000) < 10_000.0

@@ -8,6 +8,7 @@ imports on every run. A child that outlives its timeout is killed with its proce
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -54,18 +55,17 @@ class Run:
 
 
 def _preload() -> None:
+    import onnxruntime  # noqa: F401
+
     import canonqnn.api  # noqa: F401
-    import canonqnn.builder  # noqa: F401
+    import canonqnn.build.builder  # noqa: F401
     import canonqnn.cli  # noqa: F401
     import canonqnn.frontends.onnx  # noqa: F401
     import canonqnn.frontends.tflite  # noqa: F401
     import canonqnn.rewrites  # noqa: F401
-    import onnxruntime  # noqa: F401
 
-    try:  # the torch extra: .pt2 cases then cost no torch import each
+    with contextlib.suppress(ImportError):  # the torch extra: .pt2 cases then cost no import
         import canonqnn.frontends.torch.importer  # noqa: F401
-    except ImportError:
-        pass
 
 
 def _child(request: dict) -> None:
@@ -107,10 +107,8 @@ def _child(request: dict) -> None:
         code = 1
     finally:
         for stream in (sys.stdout, sys.stderr):
-            try:
+            with contextlib.suppress(Exception):
                 stream.flush()
-            except Exception:  # noqa: BLE001
-                pass
         os._exit(code)
 
 
@@ -140,10 +138,8 @@ def _resident() -> int:
 
 
 def _kill_group(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def serve() -> None:

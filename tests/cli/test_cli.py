@@ -12,12 +12,11 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from _onnx_chains import qdq_layer_norm
-from hostile.artifacts import onnx_conv
-
 from canonqnn import cli
 from canonqnn.api import load_module
 from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, main
 from canonqnn.io import module_io
+from hostile.artifacts import onnx_conv
 
 
 def _save(model: onnx.ModelProto, path) -> str:

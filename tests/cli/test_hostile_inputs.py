@@ -13,6 +13,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+
 from hostile import ACCEPTED, FAILURES, REFUSED, Bases, Case, corpus, judged, outcome
 from hostile_runner import BUDGET, MARKER, Run, Server, run_case
 

@@ -6,10 +6,10 @@ import json
 
 import numpy as np
 import pytest
-from _pt2e import network, save
 
+from _pt2e import network, save
 from canonqnn.cli import main
-from canonqnn.numerics import probe
+from canonqnn.frontends.torch import runtime as torch_runtime
 
 
 def test_parity_of_a_pt2_file_compares_executorch_and_reports_eager(tmp_path, capsys):
@@ -18,7 +18,7 @@ def test_parity_of_a_pt2_file_compares_executorch_and_reports_eager(tmp_path, ca
     report = json.loads(capsys.readouterr().out)
     assert report["reference"].startswith("ExecuTorch 1.5.1, XNNPACK delegate")
     assert [o["exact_fraction"] for o in report["outputs"]] == [1.0]
-    profile = probe.xnnpack_profile()
+    profile = torch_runtime.profile()
     assert len(report["float_islands"]) == (profile.tables == "unverified")
     assert report["numerics"] == report["runtime_numerics"] == profile.name
     (eager,) = report["also_compared"]

@@ -25,7 +25,6 @@ HERE = pathlib.Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "frontends" / "tflite")]
 
 import _real_models as real  # noqa: E402
-
 import canonqnn  # noqa: E402
 from canonqnn.errors import CanonqnnError  # noqa: E402
 from canonqnn.testing import onnx_models as models  # noqa: E402
@@ -131,14 +130,15 @@ def _ulps(model, lib, io, outputs) -> float:
     """Largest difference from the model's runtime (onnxruntime, or the TFLite interpreter's
     reference kernels as parity runs them) over RUNS inputs, in ulps of each output's largest
     magnitude."""
-    from canonqnn.api import expose_onnx_tensors, ort_session, tflite_runtimes
+    from canonqnn.frontends.onnx.oracle import expose_tensors, ort_session
+    from canonqnn.frontends.tflite.oracle import runtimes as tflite_runtimes
     from canonqnn.io import random_inputs
 
     names = [o.name for o in io.outputs]
     if io.source == "tflite":
         run = tflite_runtimes(model, io)[0].run
     else:
-        session, _ = ort_session(expose_onnx_tensors(model, names)[0])
+        session, _ = ort_session(expose_tensors(model, names)[0])
         run = lambda feed: session.run(names, feed)  # noqa: E731
     worst = 0.0
     for seed in range(RUNS):

@@ -18,7 +18,7 @@ import onnx
 import pytest
 
 import canonqnn
-from canonqnn.api import ort_session
+from canonqnn.frontends.onnx.oracle import ort_session
 from canonqnn.testing import onnx_models as models
 
 ARCHS = ["mobilenet_v3", "transformer", "conv_classifier"]

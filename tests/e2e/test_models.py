@@ -7,8 +7,8 @@ import itertools
 import pytest
 
 import canonqnn
-from canonqnn.api import parity
-from canonqnn import dot_isa
+from canonqnn.build import isa as dot_isa
+from canonqnn.oracle.parity import parity
 
 FLOAT_COMPUTE = {"relax.nn.conv2d", "relax.matmul", "relax.add", "relax.multiply",
                  "relax.nn.avg_pool2d", "relax.nn.max_pool2d", "relax.mean"}
@@ -46,7 +46,7 @@ ISA_CASES = [("avx512_vnni", "resnet", "s8")] + [
 @pytest.mark.parametrize("isa,arch,activation", ISA_CASES)
 def test_every_isas_int8_kernels_are_bit_exact_on_whole_models(quantized_model, isa, arch,
                                                                 activation):
-    """Each dot-product ISA's packed forms (``ops._dot``), legalized for it on this host (its
+    """Each dot-product ISA's packed forms (``build.forms``), legalized for it on this host (its
     instructions run only where the host has them, else the same arithmetic untensorized),
     keep whole models bit-exact with onnxruntime."""
     model = quantized_model(arch, "qdq", activation, True)

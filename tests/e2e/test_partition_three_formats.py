@@ -46,7 +46,7 @@ def _same_for_all(per_format: dict):
         if isinstance(first, (list, tuple)) and isinstance(other, (list, tuple)):
             at = next((i for i, (a, b) in enumerate(zip(first, other)) if a != b),
                       min(len(first), len(other)))
-            item = lambda seq: seq[at] if at < len(seq) else "(missing)"  # noqa: E731
+            item = lambda seq, at=at: seq[at] if at < len(seq) else "(missing)"  # noqa: E731
             pytest.fail(f"{name} differs from {FORMATS[0]} at item {at}: {item(other)} != "
                         f"{item(first)}")
         pytest.fail(f"{name} differs from {FORMATS[0]}: {other} != {first}")

@@ -8,11 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import canonqnn
-from canonqnn.testing import onnx_models as models
-from canonqnn.api import ort_session
-
 import _real_models as real
+import canonqnn
+from canonqnn.frontends.onnx.oracle import ort_session
+from canonqnn.testing import onnx_models as models
 
 # docs/parity.md: a float output of the model's own float region is within this many units in
 # the last place of the output's largest magnitude (TVM's and MLAS's exp / logistic differ in

@@ -16,9 +16,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
 from canonqnn import _tvm
-from canonqnn.testing.tflite_writer import GraphWriter
 from canonqnn.ops import lookup
 from canonqnn.rewrites import canonicalize
+from canonqnn.testing.tflite_writer import GraphWriter
 
 RNG = np.random.default_rng(3)
 H = W = 12

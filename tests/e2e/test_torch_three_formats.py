@@ -8,16 +8,16 @@ the ones canonqnn reproduces (profile ``xnnpack-x86-avx2``); on other hosts (pro
 
 from __future__ import annotations
 
-import _three_formats as net
 import numpy as np
 import pytest
-from _pt2e import executorch_method, run_executorch
-from canonqnn.frontends.torch import load
-from test_partition_three_formats import OPS, _comparable, _recorded_params
 
+import _three_formats as net
 import canonqnn
+from _pt2e import executorch_method, run_executorch
 from canonqnn import patterns
-from canonqnn.numerics import probe
+from canonqnn.frontends.torch import load
+from canonqnn.frontends.torch import runtime as torch_runtime
+from test_partition_three_formats import OPS, _comparable, _recorded_params
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def _sequence(mod):
                  for op in r.ops if op.startswith("canonqnn."))
 
 
-TABLES = probe.xnnpack_profile().tables == "xnnpack_avx2"  # on this host
+TABLES = torch_runtime.profile().tables == "xnnpack_avx2"  # on this host
 
 
 def test_torch_form_has_the_other_formats_ops(forms):

@@ -9,17 +9,23 @@ import pytest
 from canonqnn.errors import InvalidModelError, UnsupportedError
 from canonqnn.frontends import _base
 from canonqnn.frontends.onnx import _context as onnx_context
+from canonqnn.frontends.onnx import importer as onnx_importer
 from canonqnn.frontends.tflite import _context as tflite_context
+from canonqnn.frontends.tflite import importer as tflite_importer
+from canonqnn.frontends.torch import _context as torch_context
 
 SOURCE = _base.Source("ONNX", "onnx", "rne_f32")
 
 
-def test_every_frontend_uses_the_shared_exception_registry_and_context():
-    for context in (onnx_context, tflite_context):
+def test_every_frontend_uses_the_shared_value_exception_registry_context_and_importer():
+    for context in (onnx_context, tflite_context, torch_context):
+        assert context.Value is _base.Value
         assert context.Unsupported is _base.Unsupported
         assert isinstance(context.REGISTRY, _base.Registry)
         assert context.CONVERTERS is context.REGISTRY.converters
         assert issubclass(context.ImportContext, _base.ImportContext)
+    for importer in (onnx_importer.OnnxImporter, tflite_importer.TFLiteImporter):
+        assert issubclass(importer, _base.GraphImporter)
     assert onnx_context.REGISTRY.property("QLinearConv", "quantized") == "consumes"
     assert onnx_context.REGISTRY.property("Relu", "quantized") is None
 
@@ -57,3 +63,60 @@ def test_a_cut_keeps_exactly_the_nodes_the_outputs_depend_on():
     producer = {"b": n1, "c": n2, "d": n3}
     assert _base.needed_nodes(["c"], producer, lambda node: node[1]) == {id(n1), id(n2)}
     assert _base.needed_nodes(["d", "b"], producer, lambda node: node[1]) == {id(n3), id(n1)}
+
+
+class _Chain(_base.GraphImporter):
+    """A graph of ``(name, op, inputs)`` nodes, each computing the tensor it names."""
+
+    source = SOURCE
+
+    def __init__(self, nodes):
+        super().__init__(None, nodes)
+
+    def label(self, node):
+        return node[0]
+
+    def kind(self, node):
+        return node[1]
+
+    def where(self, node):
+        return f"node {node[0]!r} (op {node[1]})"
+
+    def refusal(self, node):
+        return (node[1], "not supported") if node[1].startswith("X") else None
+
+    def cut_hint(self, refused):
+        return "cut before " + ",".join(node[0] for node in refused)
+
+    def convert(self, node):
+        inputs = self.read(node[2], lambda name: f"input {name!r} is not produced before")
+        if node[1] == "Bad":
+            raise _base.Unsupported("attribute 0")
+        return [_base.Value(const=sum(v.const for v in inputs))]
+
+    def output_keys(self, node):
+        return [node[0]]
+
+    def bind_inputs(self, inputs, params):
+        raise NotImplementedError
+
+
+def test_the_prescan_reports_every_refused_node_at_once_in_graph_order():
+    chain = _Chain([("a", "Xa", []), ("b", "Add", []), ("c", "Xc", ["a"])])
+    with pytest.raises(UnsupportedError) as info:
+        chain.prescan()
+    assert info.value.problems == [("a", "Xa", "not supported"), ("c", "Xc", "not supported")]
+    assert str(info.value).endswith("\ncut before a,c")
+    _Chain([("b", "Add", [])]).prescan()  # nothing refused: no error
+
+
+def test_the_conversion_loop_reads_stores_and_names_the_failing_node():
+    chain = _Chain([("b", "Add", ["a"]), ("c", "Add", ["a", "b"]), ("d", "Add", ["e"])])
+    chain.values["a"] = _base.Value(const=2)
+    with pytest.raises(InvalidModelError, match=r"^node 'd' \(op Add\): input 'e' is not "):
+        chain.convert_nodes()
+    assert chain.values["c"].const == 4
+    chain = _Chain([("b", "Bad", [])])
+    with pytest.raises(UnsupportedError) as info:
+        chain.convert_nodes()
+    assert info.value.problems == [("b", "Bad", "attribute 0")]

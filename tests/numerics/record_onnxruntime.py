@@ -3,11 +3,11 @@
     python tests/numerics/record_onnxruntime.py DIR [--machine TEXT]
 
 writes ``DIR/<case>.<profile>.npz``: the ONNX model, its inputs and onnxruntime's outputs (as
-parity runs it, ``canonqnn.api.ort_session``), the numerics profile this onnxruntime was probed
-to follow, and where it ran. The files in ``fixtures/`` were recorded on an AMD EPYC Zen 4
-(AVX512-VNNI) both natively and under ``qemu-x86_64 -cpu Haswell`` (QEMU's user-mode emulator
-of an AVX2 CPU without VNNI, Debian package qemu-user), so that tests on either host class pin
-both profiles: see test_recorded_profiles.py.
+parity runs it, ``canonqnn.frontends.onnx.oracle.ort_session``), the numerics profile this
+onnxruntime was probed to follow, and where it ran. The files in ``fixtures/`` were recorded
+on an AMD EPYC Zen 4 (AVX512-VNNI) both natively and under ``qemu-x86_64 -cpu Haswell``
+(QEMU's user-mode emulator of an AVX2 CPU without VNNI, Debian package qemu-user), so that tests
+on either host class pin both profiles: see test_recorded_profiles.py.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from _onnx_chains import attention_scores, extreme_inputs  # noqa: E402
-
-from canonqnn.api import ort_session  # noqa: E402
-from canonqnn.numerics import probe  # noqa: E402
+from canonqnn.frontends.onnx import runtime  # noqa: E402
+from canonqnn.frontends.onnx.oracle import ort_session  # noqa: E402
 
 
 def matmul_integer_u8s8():
@@ -59,7 +58,7 @@ CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention
 
 
 def record(out_dir: pathlib.Path, machine: str) -> list[pathlib.Path]:
-    profile = probe.onnxruntime_profile()
+    profile = runtime.profile()
     import onnxruntime
 
     written = []

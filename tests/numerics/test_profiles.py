@@ -1,4 +1,5 @@
-"""canonqnn.numerics: the profiles, the probe of this host's onnxruntime, their records."""
+"""canonqnn.numerics: the profiles and their records (the probe of this host's onnxruntime:
+tests/frontends/onnx/test_runtime.py)."""
 
 from __future__ import annotations
 
@@ -8,17 +9,6 @@ import pytest
 import canonqnn
 from _onnx_chains import conv_then_separately_quantized
 from canonqnn import numerics
-from canonqnn.numerics import probe
-
-
-def test_probe_classifies_this_hosts_onnxruntime_by_what_it_computes():
-    profile = probe.onnxruntime_profile()
-    pair_sum = probe._matmul_integer_probe()
-    assert pair_sum in (probe.PAIR_EXACT, probe.PAIR_SATURATED)
-    expected = "x86-avx2" if pair_sum == probe.PAIR_SATURATED else "x86-vnni"
-    assert profile.host == expected and profile.runtime == "onnxruntime"
-    assert profile.u8s8_runtime_b == (numerics.PAIR_SAT16 if expected == "x86-avx2"
-                                      else numerics.EXACT)
 
 
 def test_profiles_are_named_versioned_and_say_where_their_arithmetic_comes_from():
@@ -44,8 +34,9 @@ def test_module_records_and_prints_its_profile():
 
 def test_arithmetic_a_profile_names_but_canonqnn_lacks_is_a_named_float_island():
     # onnxruntime's NEON QLinearAdd is fixed point; canonqnn.add implements the float one.
-    from _onnx_chains import qdq_model, scalar  # noqa: PLC0415
     from onnx import helper  # noqa: PLC0415
+
+    from _onnx_chains import qdq_model, scalar  # noqa: PLC0415
 
     nodes = [helper.make_node("DequantizeLinear", ["A", "sa", "za"], ["af"]),
              helper.make_node("DequantizeLinear", ["B", "sa", "za"], ["bf"]),

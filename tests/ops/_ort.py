@@ -111,7 +111,7 @@ class SingleOp:
     def tvm(self, **feeds: np.ndarray) -> np.ndarray:
         if all(np.ndim(v) for v in feeds.values()):
             return self.built.run(feeds)["output_0"]
-        # Built.run turns a 0-d input into shape [1] (np.ascontiguousarray in _tvm.to_device),
+        # Built.run turns a 0-d input into shape [1] (np.ascontiguousarray in runtime.to_device),
         # which the VM rejects: feed 0-d tensors to the same executable directly.
         vm = relax.VirtualMachine(self.built.module, tvm.cpu())
         args = [tvm.runtime.tensor(np.array(feeds[info.name], dtype=info.dtype), tvm.cpu())

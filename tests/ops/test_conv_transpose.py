@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import helper
-from _ort import F32, SingleOp, assert_bit_exact, rand_q, run_graph, scalar, to_int8
 
+from _ort import F32, SingleOp, assert_bit_exact, rand_q, run_graph, scalar, to_int8
 from canonqnn import _tvm
 from canonqnn.ops import conv
 from canonqnn.ops import conv_transpose as ct
@@ -147,7 +147,7 @@ PHASE_GEOMETRIES = [
 @pytest.mark.parametrize("geometry", PHASE_GEOMETRIES, ids=["s2_k4", "k_equals_s", "crop_groups",
                                                             "uneven_depthwise"])
 def test_strided_conv_transpose_runs_one_conv_per_output_phase_exactly(geometry):
-    from canonqnn import builder
+    from canonqnn.build import builder
 
     strides, kernel, padding, output_padding, groups, (c, opg), hw = geometry
     rng = np.random.default_rng(sum(kernel))

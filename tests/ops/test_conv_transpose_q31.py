@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from _ort import MultiOp, rand_q
 from _tflite import T, run_tflite, single_op
-
 from canonqnn import _tvm
 from canonqnn.ops import conv_transpose
 from canonqnn.qparams import QParams

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import U8S8_EXACT, MultiOp, assert_bit_exact, run_graph, to_int8
 from onnx import helper
 
+from _ort import U8S8_EXACT, MultiOp, assert_bit_exact, run_graph, to_int8
 from canonqnn import _tvm
 from canonqnn.ops import dynamic
 
 RNG = np.random.default_rng(11)
 M, K, N = 6, 40, 9
-C, O, HW = 5, 7, 8
+C, OC, HW = 5, 7, 8
 B_INT8 = RNG.integers(-127, 128, (K, N)).astype(np.int8)
 B_SCALE = RNG.uniform(0.002, 0.02, N).astype(np.float32)
-W_UINT8 = RNG.integers(0, 256, (O, C, 3, 3)).astype(np.uint8)
-W_SCALE = RNG.uniform(0.002, 0.02, O).astype(np.float32)
+W_UINT8 = RNG.integers(0, 256, (OC, C, 3, 3)).astype(np.uint8)
+W_SCALE = RNG.uniform(0.002, 0.02, OC).astype(np.float32)
 W_ZP = np.uint8(131)  # onnxruntime's ConvInteger takes a per-tensor weight zero point only
 CONV_ATTRS = dict(strides=[2, 2], padding=[1, 1, 1, 1], dilation=[1, 1], groups=1)
 
@@ -47,7 +47,8 @@ KINDS = ["normal", "zeros", "positive", "negative", "tiny", "ties"]
 def module():
     return MultiOp(lambda x, xc: [
         dynamic.dynamic_matmul(x, _tvm.const(B_INT8), B_SCALE, np.int8(0)),
-        dynamic.dynamic_conv2d(xc, _tvm.const(to_int8(W_UINT8)), W_SCALE, to_int8(W_ZP), **CONV_ATTRS),
+        dynamic.dynamic_conv2d(xc, _tvm.const(to_int8(W_UINT8)), W_SCALE, to_int8(W_ZP),
+                               **CONV_ATTRS),
         dynamic.DYNAMIC_QUANTIZE.call([x], {}),
         dynamic.DYNAMIC_SCALE.call([x], {}),
         dynamic.DYNAMIC_ZERO_POINT.call([x], {}),
@@ -73,7 +74,7 @@ def _ort_conv(x):
     nodes = _dynamic_nodes(helper.make_node("ConvInteger", ["q", "W", "z", "wz"], ["acc"],
                                             strides=[2, 2], pads=[1, 1, 1, 1]))
     return run_graph(nodes, {"X": x}, {"W": W_UINT8, "wz": W_ZP,
-                                       "ws": W_SCALE.reshape(O, 1, 1)}, np.float32)
+                                       "ws": W_SCALE.reshape(OC, 1, 1)}, np.float32)
 
 
 def _ort_quantize(x):

@@ -11,10 +11,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import (F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_graph, run_node,
-                  scalar, to_int8)
 from onnx import helper
 
+from _ort import (
+    F32,
+    MS,
+    SingleOp,
+    assert_bit_exact,
+    count_ties,
+    rand_q,
+    run_graph,
+    run_node,
+    scalar,
+    to_int8,
+)
 from canonqnn.numerics.arithmetic import fma_f32
 from canonqnn.ops import REGISTRY, elementwise
 from canonqnn.ops.elementwise import a_is_span_scalar

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import MultiOp, count_ties
-from _tflite import T, run_tflite, single_op
 from tvm import relax
 
+from _ort import MultiOp, count_ties
+from _tflite import T, run_tflite, single_op
 from canonqnn import _tvm
 from canonqnn.ops import elementwise, lookup
 from canonqnn.ops._registry import UnsupportedRounding

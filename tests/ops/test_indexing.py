@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import MultiOp, assert_bit_exact, rand_q, run_node, to_int8
 
+from _ort import MultiOp, assert_bit_exact, rand_q, run_node, to_int8
 from canonqnn import _tvm
+from canonqnn.build import pipeline, targets
 from canonqnn.errors import CanonqnnError
 from canonqnn.ops import indexing
 from canonqnn.qparams import QParams
@@ -109,7 +110,7 @@ def test_indexing_op_on_uint8_data_shifted_to_int8_matches_onnxruntime(name, mod
 def test_gather_wraps_only_runtime_indices(module):
     """Constant indices (normalized by the rules) are read as they are (a clamp that never
     acts); only run-time indices pay for the modulo that maps negative ones."""
-    lowered = _tvm.legalize(module.mod)
+    lowered = pipeline.legalize(module.mod)
     gathers = {name: str(fn) for name, fn in _tvm.module_functions(lowered).items()
                if name.startswith("canonqnn_gather")}
     assert len(gathers) == 3
@@ -169,7 +170,8 @@ def test_int8_tile_is_right_on_every_x86_cpu_where_llvm_miscompiled_modulo_index
     feeds = {f"x{i}": rng.integers(-128, 128, s).astype(np.int8) for i, s in enumerate(shapes)}
     target = {"kind": "llvm", "mcpu": mcpu}
     built = canonqnn.build(tile_module(shapes, [1, 2, 2, 1]), target=target)
-    if _tvm.foreign_instructions(_tvm.as_target(target)):  # this host cannot run that CPU's code
+    # this host cannot run that CPU's code
+    if targets.foreign_instructions(targets.as_target(target)):
         with pytest.raises(CanonqnnError, match="uses instructions this host's CPU lacks"):
             built.run(feeds)
         return

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import MS, SingleOp, assert_bit_exact, rand_q, run_node, scalar
 
+from _ort import MS, SingleOp, assert_bit_exact, rand_q, run_node, scalar
 from canonqnn import _tvm, tables
+from canonqnn.build import pipeline
 from canonqnn.ops import lut as lut_op
 from canonqnn.qparams import QParams
 
@@ -59,7 +60,7 @@ def test_per_channel_table_selects_the_row_of_the_channel_for_every_code(axis, s
 
 def test_legalization_is_one_gather_kernel_named_canonqnn_lut(per_tensor):
     op = per_tensor[0]
-    names = [name for name in _tvm.module_functions(_tvm.legalize(op.mod)) if name != "main"]
+    names = [name for name in _tvm.module_functions(pipeline.legalize(op.mod)) if name != "main"]
     assert names == ["canonqnn_lut"]
 
 

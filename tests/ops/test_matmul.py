@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from _ort import (
     F32,
     MS,
@@ -27,9 +28,8 @@ from _ort import (
     scalar,
     to_int8,
 )
-
 from canonqnn import _tvm, numerics
-from canonqnn.numerics import probe
+from canonqnn.frontends.onnx import runtime as onnx_runtime
 from canonqnn.ops import matmul
 from canonqnn.qparams import QParams
 
@@ -279,7 +279,7 @@ U8S8_SHAPES = [((2, 3, 5, 17), (2, 3, 17, 6)), ((1, 33), (33, 4)), ((2, 1, 4, 16
 
 def host_u8s8_accumulation() -> str:
     """How this host's onnxruntime sums uint8 x runtime int8 products (probed)."""
-    return probe.onnxruntime_profile().u8s8_runtime_b
+    return onnx_runtime.profile().u8s8_runtime_b
 
 
 def assert_accumulation_is_the_hosts(oracle, exact, k: int = 2):

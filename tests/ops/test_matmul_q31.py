@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from _ort import MultiOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
-
 from canonqnn import _tvm
 from canonqnn.numerics import q31
 from canonqnn.ops import _requant, matmul

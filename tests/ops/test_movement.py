@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import helper
+
 from _ort import (
     F32,
     MS,
@@ -19,8 +21,6 @@ from _ort import (
     scalar,
     to_int8,
 )
-from onnx import helper
-
 from canonqnn.ops import movement
 from canonqnn.qparams import QParams
 

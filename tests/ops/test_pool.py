@@ -12,10 +12,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import (F32, MS, SingleOp, assert_bit_exact, count_ties, rand_q, run_graph, run_node,
-                  scalar, to_int8)
 from onnx import helper
 
+from _ort import (
+    F32,
+    MS,
+    SingleOp,
+    assert_bit_exact,
+    count_ties,
+    rand_q,
+    run_graph,
+    run_node,
+    scalar,
+    to_int8,
+)
+from canonqnn.ops import mean as mean_op
 from canonqnn.ops import pool
 from canonqnn.qparams import QParams
 
@@ -209,7 +220,7 @@ def test_global_avg_pool2d_scale_formula_matches_onnxruntime_at_rounding_boundar
 # ---------------------------------------------------------------- reduce_mean
 # onnxruntime runs DQ -> ReduceMean -> Q unfused: float32 dequantize, float ReduceMean (its
 # summation order depends on the merged reduced/kept shape), QuantizeLinear. ``summation``
-# is the order the case exercises (``pool.onnxruntime_summation`` must pick it).
+# is the order the case exercises (``mean_op.onnxruntime_summation`` must pick it).
 REDUCE_CASES = {
     "last_axis_transformer": ((1, 197, 768), [2], "eigen_sse"),
     "spatial_rows_of_49_every_alignment": ((1, 64, 7, 7), [2, 3], "eigen_sse"),
@@ -270,12 +281,12 @@ def test_reduce_mean_order_follows_onnxruntimes_thread_count(threads):
     sx, zx = F32(0.0371), -3
     picked = set()
     for shape, axes in THREADED_CASES:
-        summation = pool.onnxruntime_summation(shape, axes, threads)
+        summation = mean_op.onnxruntime_summation(shape, axes, threads)
         picked.add(summation)
         x = rand_q(np.random.default_rng(8), shape)
         oracle = ort_reduce_mean_float(x, sx, zx, axes, threads=threads)
         xf = ((x.astype(np.int32) - zx).astype(F32) * sx).astype(F32)
-        mean = pool.float_mean(xf, axes, summation).reshape(oracle.shape)
+        mean = mean_op.float_mean(xf, axes, summation).reshape(oracle.shape)
         assert np.array_equal(mean.view(np.uint32), oracle.view(np.uint32)), \
             f"{shape} {axes} at {threads} threads: {summation}"
     assert ("sequential" in picked) == (threads > 2)
@@ -285,16 +296,16 @@ def test_reduce_mean_order_follows_onnxruntimes_thread_count(threads):
 def test_reduce_mean_float_sum_order_matches_onnxruntime_bit_for_bit(name):
     # the float32 means themselves (DQ -> ReduceMean with a float output), compared bitwise
     shape, axes, summation = REDUCE_CASES[name]
-    assert pool.onnxruntime_summation(shape, axes) == summation
+    assert mean_op.onnxruntime_summation(shape, axes) == summation
     sx, zx = F32(0.0371), -3
     x = rand_q(np.random.default_rng(8), shape)
     oracle = ort_reduce_mean_float(x, sx, zx, axes)
     xf = ((x.astype(np.int32) - zx).astype(F32) * sx).astype(F32)
-    mean = pool.float_mean(xf, axes, summation).reshape(oracle.shape)
+    mean = mean_op.float_mean(xf, axes, summation).reshape(oracle.shape)
     assert np.array_equal(mean.view(np.uint32), oracle.view(np.uint32)), \
         f"{np.count_nonzero(mean != oracle)}/{mean.size} float means differ"
     if summation != "sequential" and name != "rows_too_short_for_a_packet":
-        sequential = pool.float_mean(xf, axes, "sequential").reshape(oracle.shape)
+        sequential = mean_op.float_mean(xf, axes, "sequential").reshape(oracle.shape)
         assert np.any(sequential != oracle)  # the order is really pinned
 
 
@@ -305,7 +316,7 @@ def test_reduce_mean_matches_onnxruntime_on_rounding_residues(name):
     sx, zx, zy = F32(0.0371), 5, -2
     sy = F32(sx * 2.0 ** -22)  # one output step is a few float32 ulps of the partial sums
     keepdims = int(name.startswith("channels") or name == "all_axes")
-    op = SingleOp(lambda v: pool.reduce_mean(v, axes, keepdims, QParams.make(sx, zx),
+    op = SingleOp(lambda v: mean_op.reduce_mean(v, axes, keepdims, QParams.make(sx, zx),
                                              QParams.make(sy, zy)), {"x": shape})
     x = cancelling(rng, shape, axes, zx)
     oracle = ort_reduce_mean(x, sx, zx, sy, zy, axes, keepdims)
@@ -318,7 +329,7 @@ def test_reduce_mean_matches_onnxruntime_on_rounding_residues(name):
 def test_reduce_mean_uint8_matches_onnxruntime():
     shape, axes, _ = REDUCE_CASES["spatial_rows_of_49_every_alignment"]
     sx, zx, sy, zy = F32(0.02), 140, F32(0.0071), 120
-    op = SingleOp(lambda v: pool.reduce_mean(v, axes, 0, QParams.make(sx, zx - 128),
+    op = SingleOp(lambda v: mean_op.reduce_mean(v, axes, 0, QParams.make(sx, zx - 128),
                                              QParams.make(sy, zy - 128)), {"x": shape})
     for seed, data in ((1, "random"), (2, "cancelling")):
         rng = np.random.default_rng(seed)
@@ -327,7 +338,7 @@ def test_reduce_mean_uint8_matches_onnxruntime():
         oracle = ort_reduce_mean(xu, sx, zx, sy if data == "random" else F32(sx * 2.0 ** -22),
                                  zy, axes, keepdims=0)
         if data == "cancelling":
-            op = SingleOp(lambda v: pool.reduce_mean(
+            op = SingleOp(lambda v: mean_op.reduce_mean(
                 v, axes, 0, QParams.make(sx, zx - 128), QParams.make(F32(sx * 2.0 ** -22),
                                                                      zy - 128)), {"x": shape})
         assert_bit_exact(to_int8(oracle), *op.both(x=to_int8(xu)), data)
@@ -336,7 +347,7 @@ def test_reduce_mean_uint8_matches_onnxruntime():
 def test_reduce_mean_activation_clamp_equals_clipping_onnxruntime_output():
     shape, axes = (2, 8, 40), [2]
     sx, zx, sy, zy = F32(0.05), 0, F32(0.002), -10
-    op = SingleOp(lambda v: pool.reduce_mean(v, axes, 1, QParams.make(sx, zx),
+    op = SingleOp(lambda v: mean_op.reduce_mean(v, axes, 1, QParams.make(sx, zx),
                                              QParams.make(sy, zy), act=(zy, 100)), {"x": shape})
     x = rand_q(np.random.default_rng(3), shape)
     oracle = np.clip(ort_reduce_mean(x, sx, zx, sy, zy, axes), zy, 100)
@@ -355,7 +366,7 @@ def test_reduce_mean_activation_clamp_equals_clipping_onnxruntime_output():
     ((1, 8, 4, 4), [1, 3], "sequential"),       # not a fast pattern: generic loop
 ])
 def test_onnxruntime_summation_follows_the_merged_shape(shape, axes, expected):
-    assert pool.onnxruntime_summation(shape, axes) == expected
+    assert mean_op.onnxruntime_summation(shape, axes) == expected
 
 
 def test_reduce_mean_realistic_shapes_sweep_matches_onnxruntime_where_an_exact_sum_does_not():
@@ -376,8 +387,8 @@ def test_reduce_mean_realistic_shapes_sweep_matches_onnxruntime_where_an_exact_s
                 oracle = ort_reduce_mean(x, sx, zx, sy, zy, axes)
                 a = dict(axes=axes, keepdims=True, x_scale=float(sx), x_zp=zx - o,
                          out_scale=float(sy), out_zp=zy - o, act_min=-128, act_max=127,
-                         rounding="rne_f32", summation=pool.onnxruntime_summation(shape, axes))
-                ref = pool.REDUCE_MEAN.reference(to_int8(x) if o else x, **a)
+                         rounding="rne_f32", summation=mean_op.onnxruntime_summation(shape, axes))
+                ref = mean_op.REDUCE_MEAN.reference(to_int8(x) if o else x, **a)
                 assert np.array_equal(ref.astype(np.int32) + o, oracle.astype(np.int32))
                 acc = (x.astype(np.int64) - zx).sum(axis=tuple(axes), keepdims=True)
                 exact = np.rint(acc / np.prod([shape[i] for i in axes]) * (np.float64(sx) / sy))

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from _ort import NCHW, MultiOp, SingleOp, assert_bit_exact, random_nhwc_cases, stored
 from _tflite import T, run_tflite, single_op
-
-from canonqnn.ops import UnsupportedRounding, pool
+from canonqnn.ops import UnsupportedRounding, mean, pool
 from canonqnn.qparams import QParams, activation_bounds
 
 F32 = np.float32
@@ -196,7 +196,7 @@ def mean_call(v, case, rounding="q31_double"):
     yq = int8_qp(case["sy"], case["zy"], case["dtype"])
     if sorted(case["axes"]) == [1, 2]:  # over H, W: the rules build global_avg_pool2d
         return pool.global_avg_pool2d(v, xq, yq, rounding=rounding, q31_kernel="mean")
-    return pool.reduce_mean(v, mean_nchw_axes(case["axes"]), True, xq, yq, rounding=rounding)
+    return mean.reduce_mean(v, mean_nchw_axes(case["axes"]), True, xq, yq, rounding=rounding)
 
 
 def mean_oracle(case, x):
@@ -253,7 +253,7 @@ def test_reduce_mean_q31_without_keepdims_has_the_reduced_shape():
     x = rng.integers(-128, 128, (2, 3, 4, 5)).astype(np.int8)
     xq, yq = QParams.make(f32(0.05), 4), QParams.make(f32(0.03), -9)
     want = tflite_mean(x, [1, 3], False, f32(0.05), 4, f32(0.03), -9)
-    op = SingleOp(lambda v: pool.reduce_mean(v, [1, 3], False, xq, yq, rounding="q31_double"),
+    op = SingleOp(lambda v: mean.reduce_mean(v, [1, 3], False, xq, yq, rounding="q31_double"),
                   {"x": x.shape})  # NHWC data: the op's axes are the TFLite axes
     assert_bit_exact(want, *op.both(x=x))
 
@@ -309,8 +309,8 @@ def test_q31_single_reference_matches_build():
 
 
 def test_q31_refusals_name_the_reason():
-    from canonqnn._tvm import relax
     from canonqnn import _tvm
+    from canonqnn._tvm import relax
     x = relax.Var("x", _tvm.tensor_type((1, 3, 4, 4), "int8"))
     a, b = QParams.make(f32(0.1), 0), QParams.make(f32(0.2), 0)
     geometry = dict(pool_size=(2, 2), strides=(2, 2), padding=(0, 0, 0, 0), ceil_mode=False)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import MultiOp, assert_bit_exact, rand_q, run_node, to_int8
 
+from _ort import MultiOp, assert_bit_exact, rand_q, run_node, to_int8
 from canonqnn.ops import reduce
 from canonqnn.qparams import QParams
 

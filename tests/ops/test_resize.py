@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import F32, SingleOp, assert_bit_exact, rand_q, run_graph, run_node, scalar, to_int8
 from onnx import helper
 
+from _ort import F32, SingleOp, assert_bit_exact, rand_q, run_graph, run_node, scalar, to_int8
 from canonqnn.ops import REGISTRY, resize
 from canonqnn.qparams import QParams
 
@@ -253,18 +253,18 @@ def test_every_mode_builds_and_matches_onnxruntime(geometry):
         stored = QParams.make(1.0, -128 if dtype == np.uint8 else 0)
         for mode in MODES:
             for nearest in resize.NEAREST_MODES:
-                op = SingleOp(lambda v: resize.resize2d(
+                op = SingleOp(lambda v, qi=qi, qo=qo, mode=mode, nearest=nearest: resize.resize2d(
                     v, size, qi, qo, method="nearest", coordinate_transformation_mode=mode,
                     nearest_mode=nearest), {"x": shape})
                 _check(op, x, ort_qdq(x, si, zi, so, zo, size, mode="nearest",
                                       coordinate_transformation_mode=mode,
                                       nearest_mode=nearest), f"{mode} {nearest}")
-            op = SingleOp(lambda v: resize.resize2d(
+            op = SingleOp(lambda v, qi=qi, qo=qo, mode=mode: resize.resize2d(
                 v, size, qi, qo, method="linear", coordinate_transformation_mode=mode),
                 {"x": shape})
             _check(op, x, ort_qdq(x, si, zi, so, zo, size, mode="linear",
                                   coordinate_transformation_mode=mode), f"{mode} float")
-            op = SingleOp(lambda v: resize.resize2d(
+            op = SingleOp(lambda v, stored=stored, mode=mode: resize.resize2d(
                 v, size, stored, stored, method="linear", coordinate_transformation_mode=mode,
                 kernel="integer"), {"x": shape})
             _check(op, x, ort_integer(x, size, mode="linear",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
 from _ort import NCHW, assert_bit_exact, random_nhwc_cases, stored
 from _tflite import T, run_tflite, single_op
-
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 from canonqnn.ops import UnsupportedRounding, resize

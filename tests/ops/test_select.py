@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _ort import F32, MS, MultiOp, assert_bit_exact, count_ties, run_graph, run_node, scalar
 from onnx import helper
 
+from _ort import F32, MS, MultiOp, assert_bit_exact, count_ties, run_graph, run_node, scalar
 from canonqnn.ops import select
 from canonqnn.qparams import QParams
 

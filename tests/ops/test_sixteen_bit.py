@@ -11,13 +11,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import tflite
+
 from _ort import MultiOp, SingleOp, accumulators_telling_apart, rand_q
 from _tflite import T, run_tflite, single_op
-
 from canonqnn import _tvm
 from canonqnn.numerics import q31
-from canonqnn.ops import (UnsupportedRounding, conv, elementwise, indexing, lut, matmul,
-                          movement, pool, softmax)
+from canonqnn.ops import (
+    UnsupportedRounding,
+    conv,
+    elementwise,
+    indexing,
+    lut,
+    matmul,
+    mean,
+    movement,
+    pool,
+    softmax,
+)
 from canonqnn.qparams import QParams, activation_bounds, quantize_multipliers
 
 INT32_BIAS = dict(quantizedBiasType=tflite.TensorType.INT32)
@@ -380,7 +390,7 @@ def test_mean_16x8_matches_tflite_reference_and_build(case):
         ref, built = op.both(x=x.transpose(0, 3, 1, 2))
         ref, built = ref.reshape(want.shape), built.reshape(want.shape)
     else:
-        op = SingleOp(lambda v: pool.reduce_mean(
+        op = SingleOp(lambda v: mean.reduce_mean(
             v, axes, keepdims, q16(xs), q16(ys), rounding="q31_double"),
             {"x": shape}, "int16")
         ref, built = op.both(x=x)
@@ -460,7 +470,7 @@ def test_int16_ops_refuse_what_tflite_16x8_kernels_do_not_compute():
         pool.global_avg_pool2d(_int16_var(), q16(1e-3), q16(1e-3), rounding="q31_double",
                                q31_kernel="average_pool")
     with pytest.raises(UnsupportedRounding, match="int16"):
-        pool.reduce_mean(_int16_var(), (1,), False, q16(1e-3), q16(1e-3))
+        mean.reduce_mean(_int16_var(), (1,), False, q16(1e-3), q16(1e-3))
     with pytest.raises(UnsupportedRounding, match="scale 1/32768"):
         softmax.softmax(_int16_var(), q16(1e-3), q16(1 / 256), 1, rounding="q31_double")
     with pytest.raises(ValueError, match="int16 input takes one table"):

@@ -14,9 +14,9 @@ import math
 
 import numpy as np
 import pytest
-from _ort import F32, MS, SingleOp, assert_bit_exact, rand_q, run_graph, scalar, to_int8
 from onnx import helper
 
+from _ort import F32, MS, SingleOp, assert_bit_exact, rand_q, run_graph, scalar, to_int8
 from canonqnn import _tvm
 from canonqnn.numerics.arithmetic import c_library_function
 from canonqnn.ops import softmax
@@ -108,10 +108,7 @@ def test_overflowing_rows_store_what_onnxruntime_stores(dtype):
             op = canon_softmax(shape, F32(0.1), 0, F32(sy), zy, 1, dtype)
             y = check(op, x, F32(0.1), 0, F32(sy), zy, 1, f"zp {zy} shape {shape}")
             if shape[1] == 1:
-                if dtype == np.uint8:
-                    expected = zy
-                else:
-                    expected = 127 if zy < 0 else -128
+                expected = zy if dtype == np.uint8 else (127 if zy < 0 else -128)
                 assert np.all(y == expected)
 
 

@@ -15,10 +15,10 @@ import json
 
 import numpy as np
 import pytest
-from _ort import NCHW, MultiOp, assert_bit_exact, stored, to_int8
-from _tflite import T, run_tflite, single_op
 
 import canonqnn
+from _ort import NCHW, MultiOp, assert_bit_exact, stored, to_int8
+from _tflite import T, run_tflite, single_op
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.io import IO_ATTR, ModelIO

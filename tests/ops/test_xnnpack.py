@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _ort import SingleOp
-from _pt2e import executorch_method, qdq_program, real_values, run_executorch, stored
 
 import canonqnn
+from _ort import SingleOp
+from _pt2e import executorch_method, qdq_program, real_values, run_executorch, stored
 from canonqnn.ops import UnsupportedRounding, elementwise, pool
 from canonqnn.qparams import QParams, xnnpack_add_multipliers
 

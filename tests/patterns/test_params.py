@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _pattern_modules import (ACT, CONV_OUT, MATMUL_N, QB, QOUT, QX, W_SCALES, conv2d_call,
-                              example, typed, var)
 from tvm import relax
 
+from _pattern_modules import (
+    ACT,
+    CONV_OUT,
+    MATMUL_N,
+    QB,
+    QOUT,
+    QX,
+    W_SCALES,
+    conv2d_call,
+    example,
+    typed,
+    var,
+)
 from canonqnn import _tvm
 from canonqnn.ops import REGISTRY, conv
 from canonqnn.patterns import OpParams, Quant, params_of
@@ -62,17 +73,17 @@ def test_params_of_follows_the_naming_contract_for_every_registered_op(name):
         assert (p.input_scale, p.input_zp) == (p.inputs[0].scale, p.inputs[0].zero_point)
     else:
         with pytest.raises(AttributeError, match=r"\.inputs"):
-            p.input_scale
+            _ = p.input_scale
     if p.output is None:
         with pytest.raises(AttributeError, match="no quantized output"):
-            p.output_scale
+            _ = p.output_scale
     else:
         assert (p.output_scale, p.output_zp) == (p.output.scale, p.output.zero_point)
 
     assert (p.weight is not None) == bool(WEIGHT_ARGS & set(op.args))
     if p.weight is None:
         with pytest.raises(AttributeError, match="no weights"):
-            p.weight_scale
+            _ = p.weight_scale
         return
     channels = p.output_shape[1] if op.layout == "NCHW" else p.output_shape[-1]
     assert p.weight.scale.dtype == np.float32 and p.weight.zero_point.dtype == np.int32
@@ -123,9 +134,9 @@ def test_binary_ops_have_two_inputs_and_input_scale_points_to_inputs():
     assert p.inputs == (quant(QX), quant(QB))
     assert p.rounding == "q31_double"
     with pytest.raises(AttributeError, match=r"add has 2 quantized inputs.*\.inputs"):
-        p.input_scale
+        _ = p.input_scale
     with pytest.raises(AttributeError, match=r"\.inputs"):
-        p.input_zp
+        _ = p.input_zp
     assert p.weight is None and (p.layout, p.weight_layout) == (None, None)
 
 
@@ -149,7 +160,7 @@ def test_argmax_output_is_not_quantized():
     assert p.output is None and p.final_output is None and p.output_dtype == "int64"
     assert p.inputs == (quant(QX),)
     with pytest.raises(AttributeError, match="argmax has no quantized output"):
-        p.output_zp
+        _ = p.output_zp
 
 
 def test_layouts_are_nchw_for_convolutions_and_pools_and_absent_for_elementwise_ops():

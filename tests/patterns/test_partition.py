@@ -4,12 +4,17 @@ MobileNet-v1: what a backend claims, what stays on the host, in ``main``'s order
 from __future__ import annotations
 
 import pytest
-from _pattern_modules import mobilenet_v1_canonical
 
+from _pattern_modules import mobilenet_v1_canonical
 from canonqnn import _tvm
 from canonqnn.ops import lookup
-from canonqnn.patterns import (composite_calls, composite_params, describe, fusion_patterns,
-                               partition)
+from canonqnn.patterns import (
+    composite_calls,
+    composite_params,
+    describe,
+    fusion_patterns,
+    partition,
+)
 
 N_CONV, N_DEPTHWISE = 9, 4
 

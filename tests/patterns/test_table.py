@@ -8,14 +8,29 @@ import re
 
 import numpy as np
 import pytest
-from _pattern_modules import (QOUT, conv2d_call, example, function_module, producer_then_lut,
-                              table, var)
 from tvm.relax.backend.pattern_registry import get_patterns_with_prefix
 
+from _pattern_modules import (
+    QOUT,
+    conv2d_call,
+    example,
+    function_module,
+    producer_then_lut,
+    table,
+    var,
+)
 from canonqnn import _tvm
 from canonqnn.ops import REGISTRY
-from canonqnn.patterns import (OpParams, Quant, describe, fusion_patterns, params_of, partition,
-                               register, specs)
+from canonqnn.patterns import (
+    OpParams,
+    Quant,
+    describe,
+    fusion_patterns,
+    params_of,
+    partition,
+    register,
+    specs,
+)
 
 GROUPS = [s for s in specs() if s.fused]
 LUT_OUT = Quant(0.0078125, -2)   # the lut's output in producer_then_lut

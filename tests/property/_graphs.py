@@ -74,11 +74,12 @@ def probe(kind: OpKind, dtype: str) -> GraphSpec:
                                   suppress_health_check=list(HealthCheck)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def support(name: str, dtype: str) -> str | None:
     """None when canonqnn turns menu entry ``name`` into canonical ops for ``dtype``
     activations; otherwise why not (no converter, import error, or a float island)."""
     import canonqnn
+    from canonqnn.frontends.onnx import importer  # noqa: F401  (registers the converters)
     from canonqnn.frontends.onnx._context import CONVERTERS
 
     kind = KINDS[name]

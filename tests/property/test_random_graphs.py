@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
-from _draft import GraphSpec
-from _graphs import DTYPES, KINDS, active_menu, graphs, menu_status, support
-from _menu import MENU, TOLERANCES
 from hypothesis import HealthCheck, Phase, event, given, settings
 
 import canonqnn
-from canonqnn.api import ort_session
+from _draft import GraphSpec
+from _graphs import DTYPES, KINDS, active_menu, graphs, menu_status, support
+from _menu import MENU, TOLERANCES
+from canonqnn.frontends.onnx.oracle import ort_session
 
 DEFAULT_EXAMPLES = 16
 SLOW_EXAMPLES = int(os.environ.get("CANONQNN_RANDOM_GRAPHS_EXAMPLES", "500"))

@@ -9,12 +9,13 @@ import re
 
 import numpy as np
 import pytest
-from _onnx_chains import attention_scores, extreme_inputs, offset, qdq_model, scalar
 from onnx import helper
 
 import canonqnn
+from _onnx_chains import attention_scores, extreme_inputs, offset, qdq_model, scalar
 from canonqnn import numerics
-from canonqnn.numerics import probe
+from canonqnn.frontends.onnx import runtime as onnx_runtime
+
 
 def canonical(model):
     mod, report = canonqnn.canonicalize(canonqnn.load(model))
@@ -32,7 +33,7 @@ def test_attention_scores_with_keys_transposed_in_float_match_onnxruntime(a_dtyp
     text, report = canonical(model)
     assert dict(report.canonical_ops) == {"transpose": 1, "matmul": 1}, report.summary()
     assert not report.float_islands
-    profile = probe.onnxruntime_profile()
+    profile = onnx_runtime.profile()
     assert report.numerics == profile.name
     u8s8 = (a_dtype, b_dtype) == (np.uint8, np.int8)
     assert re.findall(r'accumulate="(\w+)"', text) == [
@@ -55,8 +56,8 @@ def test_uint8_by_runtime_int8_accumulation_follows_the_profile_not_the_host(nam
     assert f'"canonqnn.numerics": "{name}"' in text and report.numerics == name
     # The same text whatever this host's onnxruntime computes.
     other = next(p for p in numerics.PROFILES.values()
-                 if p.runtime == "onnxruntime" and p.name != probe.onnxruntime_profile().name)
-    monkeypatch.setattr(probe, "onnxruntime_profile", lambda: other)
+                 if p.runtime == "onnxruntime" and p.name != onnx_runtime.profile().name)
+    monkeypatch.setattr(onnx_runtime, "profile", lambda: other)
     assert canonqnn.canonicalize(canonqnn.load(model), numerics=name)[0].script() == text
 
 

@@ -9,10 +9,10 @@ import json
 
 import numpy as np
 import pytest
-from _canonical import canonical_calls
 from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
+from _canonical import canonical_calls
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.io import IO_ATTR, ModelIO

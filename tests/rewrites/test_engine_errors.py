@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from canonqnn._tvm.mutator import _CallMutator
 from canonqnn.api import canonical_module
 from canonqnn.errors import InvalidQuantizationError
-from canonqnn.rewrites import _engine
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
 from hostile.artifacts import onnx_conv  # noqa: E402
@@ -34,4 +34,4 @@ def test_a_saturating_requantization_is_refused_naming_the_tensor(capfd, scales,
     assert "above 254.5: every nonzero accumulator saturates the int8 output" in message
     assert "BlockBuilder" not in capfd.readouterr().err  # (raised inside the walk, TVM logs)
     gc.collect()  # the error holds no frame of the walk: its mutator is gone
-    assert not [o for o in gc.get_objects() if type(o) is _engine._PhaseMutator._cls]
+    assert not [o for o in gc.get_objects() if type(o) is _CallMutator._cls]

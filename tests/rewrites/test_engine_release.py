@@ -12,7 +12,8 @@ import pytest
 from onnx import helper, numpy_helper
 
 import canonqnn
-from canonqnn.rewrites import DEFAULT_PHASES, Phase, Rule, _engine, canonicalize
+from canonqnn._tvm.mutator import _CallMutator
+from canonqnn.rewrites import DEFAULT_PHASES, Phase, Rule, canonicalize
 
 
 def _conv_chain() -> onnx.ModelProto:
@@ -50,7 +51,7 @@ def _conv_chain() -> onnx.ModelProto:
 
 
 def _live_mutators() -> list:
-    return [o for o in gc.get_objects() if type(o) is _engine._PhaseMutator._cls]
+    return [o for o in gc.get_objects() if type(o) is _CallMutator._cls]
 
 
 @pytest.fixture

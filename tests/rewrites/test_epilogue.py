@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from _onnx_chains import conv_then_separately_quantized
-
 import canonqnn
+from _onnx_chains import conv_then_separately_quantized
 
 
 def test_separately_quantized_relu_and_clip_fold_into_the_conv_clamp():
@@ -13,7 +12,7 @@ def test_separately_quantized_relu_and_clip_fold_into_the_conv_clamp():
         mod, report = canonqnn.canonicalize(canonqnn.load(model))
         assert dict(report.canonical_ops) == {"conv2d": 1}, activation
         assert report.counts["epilogue_clamp"] == 1
-        assert "act_min=%d" % bounds[0] in mod.script().replace(" ", "")
+        assert f"act_min={bounds[0]}" in mod.script().replace(" ", "")
         result = canonqnn.parity(model, runs=2)
         assert result.exact, result.summary()
 

@@ -5,9 +5,9 @@ onnxruntime are in tests/frontends/onnx/test_indexing.py."""
 from __future__ import annotations
 
 import numpy as np
-from _canonical import canonical_calls
 import pytest
 
+from _canonical import canonical_calls
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from _onnx_chains import qdq_layer_norm
-
 import canonqnn
+from _onnx_chains import qdq_layer_norm
 
 
 def test_layer_norm_is_a_named_float_island_and_matches_onnxruntime_within_one_lsb():

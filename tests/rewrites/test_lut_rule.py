@@ -4,9 +4,9 @@ table they get, and the reasons it gives for those it declines."""
 from __future__ import annotations
 
 import numpy as np
-from _canonical import lut_tables
 
 import canonqnn
+from _canonical import lut_tables
 from canonqnn import _tvm, qdq, tables
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
-from _canonical import lut_tables
 import pytest
 
 import canonqnn
+from _canonical import lut_tables
 from canonqnn import _tvm, qdq, tables
 from canonqnn._tvm import relax
 from canonqnn.io import IO_ATTR, ModelIO

@@ -7,11 +7,11 @@ import dataclasses
 import sys
 from pathlib import Path
 
-import _real_models as real
 import pytest
 import tvm
 from hypothesis import HealthCheck, given, settings
 
+import _real_models as real
 import canonqnn
 from canonqnn.rewrites import DEFAULT_PHASES, Phase, rules
 from canonqnn.testing import onnx_models as models

@@ -5,9 +5,9 @@ conditions, constant branches, onnxruntime's reading of a scalar branch), and th
 from __future__ import annotations
 
 import numpy as np
-from _canonical import canonical_calls
 import pytest
 
+from _canonical import canonical_calls
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams, quantize_value

@@ -15,10 +15,21 @@ from __future__ import annotations
 import numpy as np
 import onnxruntime as ort
 import pytest
-from _lut_oracle import (ACTIVATIONS, F32, Activation, canonqnn_tables, codes, compare, held,
-                         model, ort_tables, qlinear_model, random_qparams)
 from onnx import TensorProto, helper, numpy_helper
 
+from _lut_oracle import (
+    ACTIVATIONS,
+    F32,
+    Activation,
+    canonqnn_tables,
+    codes,
+    compare,
+    held,
+    model,
+    ort_tables,
+    qlinear_model,
+    random_qparams,
+)
 from canonqnn.tables import eigen, mlas
 from canonqnn.tables import onnxruntime as ort_kernels
 

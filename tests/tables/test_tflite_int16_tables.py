@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tflite import T, run_tflite, single_op
 
+from _tflite import T, run_tflite, single_op
 from canonqnn.qparams import QParams
 from canonqnn.tables import NotEvaluable, kernel_table
 

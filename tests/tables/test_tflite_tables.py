@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from _tflite import T, run_tflite, single_op
 
+from _tflite import T, run_tflite, single_op
 from canonqnn.numerics.arithmetic import c_library_function
 from canonqnn.qparams import QParams, quantize_value
 from canonqnn.tables import NotEvaluable, kernel_table, kernels

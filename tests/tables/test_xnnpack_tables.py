@@ -12,16 +12,16 @@ import math
 import numpy as np
 import pytest
 import torch
-from _pt2e import executorch_method, quiet, real_values, run_executorch, stored
 from torch import nn
 from torch.nn import functional as F
 
-from canonqnn.numerics import probe
+from _pt2e import executorch_method, quiet, real_values, run_executorch, stored
+from canonqnn.frontends.torch import runtime as torch_runtime
 from canonqnn.qparams import INT8_CODES, QParams
 from canonqnn.tables import NotEvaluable, xnnpack
 
 pytestmark = pytest.mark.skipif(
-    probe.xnnpack_profile().tables != "xnnpack_avx2",
+    torch_runtime.profile().tables != "xnnpack_avx2",
     reason="this host's XNNPACK runs float kernels canonqnn does not reproduce (profile "
            "xnnpack: its tables are float islands, tests/numerics/test_profiles.py)")
 

@@ -1,4 +1,15 @@
 """ONNX op converters, one module per family; importing registers them."""
 
-from . import (activation, dynamic, elementwise, indexing, nn, normalization, qoperator, quant,  # noqa: F401
-               resize, shape, softmax)
+from . import (  # noqa: F401
+    activation,
+    dynamic,
+    elementwise,
+    indexing,
+    nn,
+    normalization,
+    qoperator,
+    quant,
+    resize,
+    shape,
+    softmax,
+)

@@ -21,11 +21,12 @@ Attribute values are float32 in ONNX and are passed on as the exact float32 valu
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
-from ..._base import hard_sigmoid, hard_swish
+from ..._base import Attrs, Inputs, hard_sigmoid, hard_swish
 from .._context import ImportContext, Unsupported, Value, onnx_op
 from .qoperator import dq, q
 
@@ -46,8 +47,8 @@ def _emit(ctx: ImportContext, expr) -> Value:
 
 
 def _float_input(ctx: ImportContext, x: Value, op: str):
-    if x.onnx_dtype != "float32":
-        raise Unsupported(f"{op} of {x.onnx_dtype} data is not supported (float32 only)")
+    if x.dtype != "float32":
+        raise Unsupported(f"{op} of {x.dtype} data is not supported (float32 only)")
     return ctx.expr(x)
 
 
@@ -56,12 +57,12 @@ def _scalar(value: float):
 
 
 @onnx_op(*UNARY)
-def unary_op(ctx, node, inputs, attrs):
+def unary_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     return [_emit(ctx, UNARY[node.op_type](_float_input(ctx, inputs[0], node.op_type)))]
 
 
 @onnx_op("Gelu")
-def gelu_op(ctx, node, inputs, attrs):
+def gelu_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x = _float_input(ctx, inputs[0], "Gelu")
     mode = attrs.get("approximate", "none")
     if mode == "none":
@@ -76,13 +77,13 @@ def leaky_relu(ctx: ImportContext, x: Value, alpha: float) -> Value:
 
 
 @onnx_op("LeakyRelu")
-def leaky_relu_op(ctx, node, inputs, attrs):
+def leaky_relu_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     _float_input(ctx, inputs[0], "LeakyRelu")
     return [leaky_relu(ctx, inputs[0], attrs.get("alpha", 0.01))]
 
 
 @onnx_op("PRelu")
-def prelu_op(ctx, node, inputs, attrs):
+def prelu_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """The slope broadcasts to X (numpy rules): one value, one axis, or anything else."""
     x = _float_input(ctx, inputs[0], "PRelu")
     slope = ctx.constant(inputs[1], "PRelu slope").astype(np.float32)
@@ -102,20 +103,21 @@ def prelu_op(ctx, node, inputs, attrs):
 
 
 @onnx_op("HardSigmoid")
-def hard_sigmoid_op(ctx, node, inputs, attrs):
+def hard_sigmoid_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                    attrs: Attrs) -> list[Value]:
     x = _float_input(ctx, inputs[0], "HardSigmoid")
     return [Value(expr=hard_sigmoid(ctx, x, _f32(attrs.get("alpha", 0.2)),
                                     _f32(attrs.get("beta", 0.5))))]
 
 
 @onnx_op("HardSwish")
-def hard_swish_op(ctx, node, inputs, attrs):
+def hard_swish_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """onnxruntime runs ONNX's function body: x * HardSigmoid(x, 1/6, 1/2)."""
     return [Value(expr=hard_swish(ctx, _float_input(ctx, inputs[0], "HardSwish")))]
 
 
 @onnx_op("Elu")
-def elu_op(ctx, node, inputs, attrs):
+def elu_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """onnxruntime's Elu takes exp from Eigen where its Exp op uses MLAS, which the table
     follows (``relax.exp``): the tables differ from onnxruntime in rare entries
     (docs/spec.md, ``## lut``)."""
@@ -133,12 +135,13 @@ def _qlinear_inputs(inputs: list) -> list:
     zero point is a zero of that type."""
     x, xs, xz, ys, yz = (inputs + [None] * 5)[:5]
     if yz is None:
-        yz = Value(const=np.zeros((), x.onnx_dtype), onnx_dtype=x.onnx_dtype)
+        yz = Value(const=np.zeros((), x.dtype), dtype=x.dtype)
     return [x, xs, xz, ys, yz]
 
 
 @onnx_op("QLinearSigmoid", quantized="consumes")
-def qlinear_sigmoid(ctx, node, inputs, attrs):
+def qlinear_sigmoid(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                    attrs: Attrs) -> list[Value]:
     """onnxruntime builds a 256-entry table with MLAS logistic on the dequantized codes."""
     x, xs, xz, ys, yz = _qlinear_inputs(inputs)
     real = dq(ctx, x, xs, xz, what="X")
@@ -146,7 +149,8 @@ def qlinear_sigmoid(ctx, node, inputs, attrs):
 
 
 @onnx_op("QLinearLeakyRelu", quantized="consumes")
-def qlinear_leaky_relu(ctx, node, inputs, attrs):
+def qlinear_leaky_relu(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                       attrs: Attrs) -> list[Value]:
     x, xs, xz, ys, yz = _qlinear_inputs(inputs)
     real = dq(ctx, x, xs, xz, what="X")
     return [q(ctx, leaky_relu(ctx, real, attrs.get("alpha", 0.01)), ys, yz)]

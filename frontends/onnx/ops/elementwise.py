@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from ..._base import Attrs, Inputs
 from .._context import ImportContext, Value, onnx_op
 
 BINARY = {"Add": relax.op.add, "Sub": relax.op.subtract, "Mul": relax.op.multiply}
@@ -17,17 +19,17 @@ def binary(ctx: ImportContext, op_type: str, a: Value, b: Value) -> Value:
 
 
 @onnx_op(*BINARY)
-def binary_op(ctx, node, inputs, attrs):
+def binary_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     return [binary(ctx, node.op_type, inputs[0], inputs[1])]
 
 
 @onnx_op("Relu")
-def relu_op(ctx, node, inputs, attrs):
+def relu_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     return [Value(expr=ctx.emit(relax.op.nn.relu(ctx.expr(inputs[0]))))]
 
 
 @onnx_op("Clip")
-def clip_op(ctx, node, inputs, attrs):
+def clip_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """``clip(x, lo, hi)`` with float bounds (attributes before opset 11, inputs after)."""
     x = inputs[0]
     if ctx.opset < 11:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams
 
+from ..._base import Attrs, Inputs
 from .._context import ImportContext, Unsupported, Value, onnx_op
 from . import shape as shape_ops
 from .qoperator import dq, q
@@ -32,7 +34,7 @@ def _rank(ctx: ImportContext, x: Value) -> int:
 
 def _like(ctx: ImportContext, x: Value, expr) -> Value:
     """A value computed from ``x`` that keeps its ONNX dtype (int64 shape tensors, ...)."""
-    return Value(expr=ctx.emit(expr), onnx_dtype=x.onnx_dtype)
+    return Value(expr=ctx.emit(expr), dtype=x.dtype)
 
 
 def _ints(ctx: ImportContext, value: Value | None, what: str) -> list[int] | None:
@@ -63,7 +65,7 @@ def _stored_pad_value(x: Value, c: np.ndarray | None) -> float:
     if not qp.per_tensor:
         raise Unsupported("Pad of a tensor quantized per channel")
     stored = 0 if c is None else int(c[0])
-    if x.onnx_dtype == "uint8":
+    if x.dtype == "uint8":
         stored -= 128
     return float(np.float32(np.float32(stored - qp.scalar_zp) * np.float32(qp.scalar_scale)))
 
@@ -94,7 +96,7 @@ def _crop(ctx: ImportContext, x: Value, begin: list[int], end: list[int]) -> Val
 
 
 @onnx_op("Pad", quantized="consumes")
-def pad_op(ctx, node, inputs, attrs):
+def pad_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """A quantized tensor (QOperator models) is dequantized, padded with the real value of the
     stored pad integer and quantized back with its own parameters: exact."""
     x = inputs[0]
@@ -108,7 +110,7 @@ def pad_op(ctx, node, inputs, attrs):
         return [padded(ctx, x, attrs, widths, value)]
     real = dequantize_value(ctx, x, x.qparams)
     result = padded(ctx, real, attrs, widths, _stored_pad_value(x, c))
-    return [quantize_value(ctx, result, x.qparams, x.onnx_dtype)]
+    return [quantize_value(ctx, result, x.qparams, x.dtype)]
 
 
 def padded(ctx: ImportContext, x: Value, attrs: dict, widths: list[int], value: float) -> Value:
@@ -131,14 +133,14 @@ def padded(ctx: ImportContext, x: Value, attrs: dict, widths: list[int], value: 
                           f"{' minus one' if limit else ''} ({widths} for shape {list(shape)})")
     if x.const is not None and mode == "constant":
         return Value(const=np.pad(x.const, list(zip(before, after)), constant_values=value),
-                     onnx_dtype=x.onnx_dtype)
+                     dtype=x.dtype)
     interleaved = [w for pair in zip(before, after) for w in pair]
     return _like(ctx, x, relax.op.nn.pad(ctx.expr(x), interleaved, RELAX_PAD_MODE[mode], value))
 
 
 # ---------------------------------------------------------------- Gather
 @onnx_op("Gather", quantized="passthrough")
-def gather_op(ctx, node, inputs, attrs):
+def gather_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x, indices = inputs[:2]
     shape = ctx.shape(x)
     axis = int(attrs.get("axis", 0)) % len(shape)
@@ -148,12 +150,12 @@ def gather_op(ctx, node, inputs, attrs):
         if values.size and (values.min() < -n or values.max() >= n):
             raise Unsupported(f"Gather index out of range [-{n}, {n}) along axis {axis}")
         if x.const is not None:
-            return [Value(const=np.take(x.const, values, axis=axis), onnx_dtype=x.onnx_dtype)]
+            return [Value(const=np.take(x.const, values, axis=axis), dtype=x.dtype)]
         index_expr = _tvm.const(values, "int64")
-    elif indices.onnx_dtype in ("int32", "int64"):
+    elif indices.dtype in ("int32", "int64"):
         index_expr = ctx.expr(indices)
     else:
-        raise Unsupported(f"Gather indices of type {indices.onnx_dtype}")
+        raise Unsupported(f"Gather indices of type {indices.dtype}")
     # "wrap": negative indices count from the end, as in ONNX (the rules normalize constants).
     return [_like(ctx, x, relax.op.take(ctx.expr(x), index_expr, axis=axis, mode="wrap"))]
 
@@ -195,12 +197,12 @@ def slice_value(ctx: ImportContext, x: Value, axes, starts, ends, steps) -> Valu
     if not r_axes:
         return x
     if x.const is not None:
-        return Value(const=x.const[tuple(index)].copy(), onnx_dtype=x.onnx_dtype)
+        return Value(const=x.const[tuple(index)].copy(), dtype=x.dtype)
     return _like(ctx, x, relax.op.strided_slice(ctx.expr(x), r_axes, r_begin, r_end, r_steps))
 
 
 @onnx_op("Slice", quantized="passthrough")
-def slice_op(ctx, node, inputs, attrs):
+def slice_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x = inputs[0]
     rank = _rank(ctx, x)
     # (opset 10 moved starts/ends/axes from attributes to inputs; the importer starts at 10)
@@ -215,7 +217,8 @@ def slice_op(ctx, node, inputs, attrs):
     return [slice_value(ctx, x, axes, starts, ends, steps)]
 
 
-def _split_sizes(ctx, node, inputs, attrs, dim: int) -> list[int]:
+def _split_sizes(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs,
+                 dim: int) -> list[int]:
     split = (attrs.get("split") if ctx.opset < 13 else
              _ints(ctx, inputs[1] if len(inputs) > 1 else None, "Split split"))
     outputs = len(node.output)
@@ -237,7 +240,7 @@ def _split_sizes(ctx, node, inputs, attrs, dim: int) -> list[int]:
 
 
 @onnx_op("Split", quantized="passthrough")
-def split_op(ctx, node, inputs, attrs):
+def split_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x = inputs[0]
     shape = ctx.shape(x)
     axis = int(attrs.get("axis", 0)) % len(shape)
@@ -253,7 +256,7 @@ def split_op(ctx, node, inputs, attrs):
 
 # ---------------------------------------------------------------- Tile / Expand
 @onnx_op("Tile", quantized="passthrough")
-def tile_op(ctx, node, inputs, attrs):
+def tile_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x = inputs[0]
     repeats = _ints(ctx, inputs[1], "Tile repeats")
     if len(repeats) != _rank(ctx, x) or any(r < 1 for r in repeats):
@@ -262,12 +265,12 @@ def tile_op(ctx, node, inputs, attrs):
     if all(r == 1 for r in repeats):
         return [x]
     if x.const is not None:
-        return [Value(const=np.tile(x.const, repeats), onnx_dtype=x.onnx_dtype)]
+        return [Value(const=np.tile(x.const, repeats), dtype=x.dtype)]
     return [_like(ctx, x, relax.op.tile(ctx.expr(x), repeats))]
 
 
 @onnx_op("Expand", quantized="passthrough")
-def expand_op(ctx, node, inputs, attrs):
+def expand_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x = inputs[0]
     shape = ctx.shape(x)
     try:
@@ -279,7 +282,7 @@ def expand_op(ctx, node, inputs, attrs):
     if out == tuple(shape):
         return [x]
     if x.const is not None:
-        return [Value(const=np.broadcast_to(x.const, out).copy(), onnx_dtype=x.onnx_dtype)]
+        return [Value(const=np.broadcast_to(x.const, out).copy(), dtype=x.dtype)]
     return [_like(ctx, x, relax.op.broadcast_to(ctx.expr(x), out))]
 
 
@@ -292,7 +295,8 @@ def _nchw_block(ctx: ImportContext, x: Value, attrs: dict, op: str) -> tuple:
 
 
 @onnx_op("DepthToSpace", quantized="passthrough")
-def depth_to_space_op(ctx, node, inputs, attrs):
+def depth_to_space_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                      attrs: Attrs) -> list[Value]:
     n, c, h, w, b = _nchw_block(ctx, inputs[0], attrs, "DepthToSpace")
     if c % (b * b):
         raise Unsupported(f"{c} channels are not divisible by blocksize^2 = {b * b}")
@@ -309,7 +313,8 @@ def depth_to_space_op(ctx, node, inputs, attrs):
 
 
 @onnx_op("SpaceToDepth", quantized="passthrough")
-def space_to_depth_op(ctx, node, inputs, attrs):
+def space_to_depth_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                      attrs: Attrs) -> list[Value]:
     n, c, h, w, b = _nchw_block(ctx, inputs[0], attrs, "SpaceToDepth")
     if h % b or w % b:
         raise Unsupported(f"spatial size {h}x{w} is not divisible by blocksize {b}")
@@ -330,11 +335,11 @@ def _shared_qparams(values: list[Value], op: str) -> QParams | None:
     quantized = [v for v in values if v.qparams is not None]
     if not quantized:
         return None
-    qp, dtype = quantized[0].qparams, quantized[0].onnx_dtype
+    qp, dtype = quantized[0].qparams, quantized[0].dtype
     for v in values:
-        if v.qparams is None and not (v.const is not None and v.onnx_dtype == dtype):
-            raise Unsupported(f"{op} of a quantized {dtype} tensor and a {v.onnx_dtype} tensor")
-        if v.qparams is not None and not (v.qparams.same_as(qp) and v.onnx_dtype == dtype):
+        if v.qparams is None and not (v.const is not None and v.dtype == dtype):
+            raise Unsupported(f"{op} of a quantized {dtype} tensor and a {v.dtype} tensor")
+        if v.qparams is not None and not (v.qparams.same_as(qp) and v.dtype == dtype):
             raise Unsupported(f"{op} of quantized tensors with different parameters")
     if not qp.per_tensor:
         raise Unsupported(f"{op} of tensors quantized per channel")
@@ -346,7 +351,7 @@ def _real_operands(ctx: ImportContext, values: list[Value], qp: QParams) -> list
 
 
 @onnx_op("Max", "Min", quantized="consumes")
-def extremum_op(ctx, node, inputs, attrs):
+def extremum_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """Variadic, folded pairwise: max(max(a, b), c)."""
     np_fn, relax_fn = ((np.maximum, relax.op.maximum) if node.op_type == "Max" else
                        (np.minimum, relax.op.minimum))
@@ -354,38 +359,38 @@ def extremum_op(ctx, node, inputs, attrs):
     qp = _shared_qparams(values, node.op_type)
     if qp is None and all(v.const is not None for v in values):
         return [Value(const=np_fn.reduce([v.const for v in values]),
-                      onnx_dtype=values[0].onnx_dtype)]
+                      dtype=values[0].dtype)]
     operands = values if qp is None else _real_operands(ctx, values, qp)
     result = operands[0]
     for other in operands[1:]:
         result = _like(ctx, result, relax_fn(ctx.expr(result), ctx.expr(other)))
     if qp is None:
         return [result]
-    dtype = next(v.onnx_dtype for v in values if v.qparams is not None)
+    dtype = next(v.dtype for v in values if v.qparams is not None)
     return [quantize_value(ctx, result, qp, dtype)]
 
 
 def _condition(ctx: ImportContext, cond: Value):
-    if cond.onnx_dtype != "bool":
-        raise Unsupported(f"Where condition of type {cond.onnx_dtype} (bool expected)")
+    if cond.dtype != "bool":
+        raise Unsupported(f"Where condition of type {cond.dtype} (bool expected)")
     return ctx.expr(cond)
 
 
 @onnx_op("Where", quantized="consumes")
-def where_op(ctx, node, inputs, attrs):
+def where_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     cond, a, b = inputs[:3]
     qp = _shared_qparams([a, b], "Where")
     if qp is None and all(v.const is not None for v in (cond, a, b)):
-        return [Value(const=np.where(cond.const, a.const, b.const), onnx_dtype=a.onnx_dtype)]
+        return [Value(const=np.where(cond.const, a.const, b.const), dtype=a.dtype)]
     ra, rb = (a, b) if qp is None else _real_operands(ctx, [a, b], qp)
     result = _like(ctx, ra, relax.op.where(_condition(ctx, cond), ctx.expr(ra), ctx.expr(rb)))
     if qp is None:
         return [result]
-    return [quantize_value(ctx, result, qp, (a if a.qparams is not None else b).onnx_dtype)]
+    return [quantize_value(ctx, result, qp, (a if a.qparams is not None else b).dtype)]
 
 
 @onnx_op("QLinearWhere", quantized="consumes")
-def qlinear_where(ctx, node, inputs, attrs):
+def qlinear_where(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     cond, x, xs, xz, y, ys, yz, zs, zz = (inputs + [None] * 9)[:9]
     xf = dq(ctx, x, xs, xz, what="X")
     yf = dq(ctx, y, ys, yz, what="Y")
@@ -396,7 +401,8 @@ def qlinear_where(ctx, node, inputs, attrs):
 
 # ---------------------------------------------------------------- ReduceMax / ReduceMin / ArgMax
 @onnx_op("ReduceMax", "ReduceMin", quantized="passthrough")
-def reduce_extremum_op(ctx, node, inputs, attrs):
+def reduce_extremum_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                       attrs: Attrs) -> list[Value]:
     x = inputs[0]
     rank = _rank(ctx, x)
     if ctx.opset < 18:
@@ -412,13 +418,13 @@ def reduce_extremum_op(ctx, node, inputs, attrs):
     if x.const is not None:
         np_fn = np.max if node.op_type == "ReduceMax" else np.min
         return [Value(const=np_fn(x.const, axis=tuple(axes), keepdims=keepdims),
-                      onnx_dtype=x.onnx_dtype)]
+                      dtype=x.dtype)]
     relax_fn = relax.op.max if node.op_type == "ReduceMax" else relax.op.min
     return [_like(ctx, x, relax_fn(ctx.expr(x), axes, keepdims))]
 
 
 @onnx_op("ArgMax", quantized="consumes")
-def argmax_op(ctx, node, inputs, attrs):
+def argmax_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """Index of the largest value; a quantized input is dequantized first (its parameters must
     not vary along the reduced axis, so that the largest integer is the largest real value)."""
     x = inputs[0]
@@ -431,9 +437,9 @@ def argmax_op(ctx, node, inputs, attrs):
         x = dequantize_value(ctx, x, x.qparams)
     if not attrs.get("select_last_index", 0):
         return [Value(expr=ctx.emit(relax.op.argmax(ctx.expr(x), axis, keepdims)),
-                      onnx_dtype="int64")]
+                      dtype="int64")]
     # The last largest: the first in the reversed axis, counted from the end.
     flipped = ctx.emit(relax.op.flip(ctx.expr(x), axis))
     first = ctx.emit(relax.op.argmax(flipped, axis, keepdims))
     last = relax.op.subtract(_tvm.const(np.int64(shape[axis] - 1)), first)
-    return [Value(expr=ctx.emit(last), onnx_dtype="int64")]
+    return [Value(expr=ctx.emit(last), dtype="int64")]

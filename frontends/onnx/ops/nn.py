@@ -7,10 +7,12 @@ are shared with the QOperator converters, which wrap them in dequantize/quantize
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from ..._base import Attrs, Inputs
 from .._context import ImportContext, Unsupported, Value, onnx_op
 
 
@@ -56,12 +58,12 @@ def conv(ctx: ImportContext, x: Value, w: Value, b: Value | None, attrs: dict,
                              int(attrs.get("group", 1)), out_dtype))
     if b is not None:
         y = ctx.emit(relax.op.add(y, ctx.emit(relax.op.reshape(ctx.expr(b), (1, o, 1, 1)))))
-    return Value(expr=y, onnx_dtype=out_dtype or "float32")
+    return Value(expr=y, dtype=out_dtype or "float32")
 
 
 def matmul(ctx: ImportContext, a: Value, b: Value, out_dtype: str | None = None) -> Value:
     return Value(expr=ctx.emit(relax.op.matmul(ctx.expr(a), ctx.expr(b), out_dtype=out_dtype)),
-                 onnx_dtype=out_dtype or "float32")
+                 dtype=out_dtype or "float32")
 
 
 def gemm(ctx: ImportContext, a: Value, b: Value, c: Value | None, attrs: dict) -> Value:
@@ -112,7 +114,7 @@ def global_average_pool(ctx: ImportContext, x: Value) -> Value:
 
 
 @onnx_op("Conv")
-def conv_op(ctx, node, inputs, attrs):
+def conv_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x, w, b = (inputs + [None])[:3]
     return [conv(ctx, x, w, b, attrs)]
 
@@ -180,41 +182,45 @@ def conv_transpose(ctx: ImportContext, x: Value, w: Value, b: Value | None, attr
 
 
 @onnx_op("ConvTranspose")
-def conv_transpose_op(ctx, node, inputs, attrs):
+def conv_transpose_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                      attrs: Attrs) -> list[Value]:
     x, w, b = (inputs + [None])[:3]
     return [conv_transpose(ctx, x, w, b, attrs)]
 
 
 @onnx_op("MatMul")
-def matmul_op(ctx, node, inputs, attrs):
+def matmul_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     return [matmul(ctx, inputs[0], inputs[1])]
 
 
 @onnx_op("Gemm")
-def gemm_op(ctx, node, inputs, attrs):
+def gemm_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     a, b, c = (inputs + [None])[:3]
     return [gemm(ctx, a, b, c, attrs)]
 
 
 @onnx_op("AveragePool")
-def average_pool_op(ctx, node, inputs, attrs):
+def average_pool_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                    attrs: Attrs) -> list[Value]:
     return [average_pool(ctx, inputs[0], attrs)]
 
 
 @onnx_op("MaxPool", quantized="passthrough")
-def max_pool_op(ctx, node, inputs, attrs):
+def max_pool_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     if len(node.output) > 1 and node.output[1]:
         raise Unsupported("MaxPool indices output is not supported")
     return [max_pool(ctx, inputs[0], attrs)]
 
 
 @onnx_op("GlobalAveragePool")
-def global_average_pool_op(ctx, node, inputs, attrs):
+def global_average_pool_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                           attrs: Attrs) -> list[Value]:
     return [global_average_pool(ctx, inputs[0])]
 
 
 @onnx_op("ReduceMean")
-def reduce_mean_op(ctx, node, inputs, attrs):
+def reduce_mean_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                   attrs: Attrs) -> list[Value]:
     x = inputs[0]
     rank = len(ctx.shape(x))
     if ctx.opset >= 18 and len(inputs) > 1 and inputs[1] is not None:

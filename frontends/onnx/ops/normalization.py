@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn._tvm import relax
 
-from .._context import Unsupported, Value, onnx_op
+from ..._base import Attrs, Inputs
+from .._context import ImportContext, Unsupported, Value, onnx_op
 
 
 @onnx_op("LayerNormalization")
-def layer_normalization(ctx, node, inputs, attrs):
+def layer_normalization(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                        attrs: Attrs) -> list[Value]:
     if any(node.output[1:]):
         raise Unsupported("the Mean and InvStdDev outputs are not supported")
     x, scale, bias = (inputs + [None, None])[:3]

@@ -9,11 +9,13 @@ computed at run time (DynamicQuantizeLinear's) they are integer ops (``dynamic``
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams, product_scale
 
-from .._context import ImportContext, Unsupported, Value, onnx_op
+from ..._base import Attrs, Inputs
+from .._context import Converter, ImportContext, Unsupported, Value, onnx_op
 from . import dynamic, nn
 from . import shape as shape_ops
 from .elementwise import binary
@@ -25,22 +27,22 @@ def _rank(ctx: ImportContext, x: Value) -> int:
 
 
 def _quantized(x: Value, what: str) -> Value:
-    if x.onnx_dtype not in QUANTIZED_DTYPES:
-        raise Unsupported(f"{what} of type {x.onnx_dtype} is not supported (int8/uint8 only)")
+    if x.dtype not in QUANTIZED_DTYPES:
+        raise Unsupported(f"{what} of type {x.dtype} is not supported (int8/uint8 only)")
     return x
 
 
 def dq(ctx: ImportContext, x: Value, scale: Value, zp: Value | None, *, axis: int = 1,
        what: str, float16_scale: bool = False) -> Value:
     qp = read_qparams(ctx, scale, zp, axis=axis, rank=_rank(ctx, x),
-                      dtype=_quantized(x, what).onnx_dtype, what=what,
+                      dtype=_quantized(x, what).dtype, what=what,
                       float16_scale=float16_scale)
     return dequantize_value(ctx, x, qp)
 
 
 def q(ctx: ImportContext, y: Value, scale: Value, zp: Value | None, *,
       float16_scale: bool = False) -> Value:
-    dtype = zp.onnx_dtype if zp is not None else "uint8"
+    dtype = zp.dtype if zp is not None else "uint8"
     qp = read_qparams(ctx, scale, zp, axis=1, rank=_rank(ctx, y), dtype=dtype, what="output",
                       float16_scale=float16_scale)
     if not qp.per_tensor:
@@ -52,7 +54,7 @@ def quantized_reshape(ctx: ImportContext, x: Value, shape) -> Value:
     """Reshape a quantized tensor (``x.qparams`` set): dq -> reshape -> q with its own
     parameters, which the rewrites fold to a plain int8 reshape."""
     real = dequantize_value(ctx, x, x.qparams)
-    return quantize_value(ctx, shape_ops.reshape_to(ctx, real, shape), x.qparams, x.onnx_dtype)
+    return quantize_value(ctx, shape_ops.reshape_to(ctx, real, shape), x.qparams, x.dtype)
 
 
 def int32_bias(ctx: ImportContext, bias: Value | None, x_qp: QParams, w_qp: QParams,
@@ -69,11 +71,11 @@ def int32_bias(ctx: ImportContext, bias: Value | None, x_qp: QParams, w_qp: QPar
     axis = None if scale.ndim == 0 else 0
     qp = QParams.make(scale if axis is None else np.broadcast_to(scale, b.shape[-1:]),
                       0, axis, "int32")
-    return dequantize_value(ctx, Value(const=b, onnx_dtype="int32"), qp)
+    return dequantize_value(ctx, Value(const=b, dtype="int32"), qp)
 
 
 @onnx_op("QLinearConv", quantized="consumes")
-def qlinear_conv(ctx, node, inputs, attrs):
+def qlinear_conv(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x, xs, xz, w, ws, wz, ys, yz, b = (inputs + [None])[:9]
     xf = dq(ctx, x, xs, xz, what="input")
     wf = dq(ctx, w, ws, wz, axis=0, what="weight")
@@ -82,7 +84,8 @@ def qlinear_conv(ctx, node, inputs, attrs):
 
 
 @onnx_op("QLinearMatMul", quantized="consumes")
-def qlinear_matmul(ctx, node, inputs, attrs):
+def qlinear_matmul(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                   attrs: Attrs) -> list[Value]:
     """A's parameters are per tensor or per row, B's per tensor or per column (ONNX); float16
     scales (opset 21) are converted to float32 exactly, as onnxruntime computes in float32."""
     a, as_, az, b, bs, bz, ys, yz = inputs[:8]
@@ -105,7 +108,7 @@ def _bias_layout(c: Value | None, m: int, n: int) -> str:
 
 
 @onnx_op("QGemm", quantized="consumes")
-def qgemm(ctx, node, inputs, attrs):
+def qgemm(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """Y = alpha * A'B' + C, C int32 with scale alpha * a_scale * b_scale (beta must be 1).
 
     A bias per row ([M, 1]) is folded as the transposed product Y^T = B'^T A'^T + C^T, whose
@@ -126,14 +129,14 @@ def qgemm(ctx, node, inputs, attrs):
     if layout == "row":
         if alpha != 1.0 or not bf.dequantized.per_tensor:
             raise Unsupported("a per-row bias needs alpha 1 and per-tensor B parameters")
-        bias = int32_bias(ctx, Value(const=c.const.reshape(m), onnx_dtype="int32"),
+        bias = int32_bias(ctx, Value(const=c.const.reshape(m), dtype="int32"),
                           bf.dequantized, af.dequantized)
         y_t = nn.gemm(ctx, bf, af, bias, {"transA": 1 - tb, "transB": 1 - ta})
         if ys is None:
             return [shape_ops.transpose(ctx, y_t, [1, 0])]
         y_t = q(ctx, y_t, ys, yz)
         real = shape_ops.transpose(ctx, dequantize_value(ctx, y_t, y_t.qparams), [1, 0])
-        return [quantize_value(ctx, real, y_t.qparams, y_t.onnx_dtype)]
+        return [quantize_value(ctx, real, y_t.qparams, y_t.dtype)]
     bias = int32_bias(ctx, c, af.dequantized, bf.dequantized, alpha)
     y = nn.gemm(ctx, af, bf, bias, dict(attrs, beta=1.0))
     if ys is None:
@@ -141,8 +144,9 @@ def qgemm(ctx, node, inputs, attrs):
     return [q(ctx, y, ys, yz)]
 
 
-def _binary(op_type):
-    def convert(ctx, node, inputs, attrs):
+def _binary(op_type: str) -> Converter:
+    def convert(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                attrs: Attrs) -> list[Value]:
         a, as_, az, b, bs, bz, cs, cz = (inputs + [None] * 8)[:8]
         af = dq(ctx, a, as_, az, what="A")
         bf = dq(ctx, b, bs, bz, what="B")
@@ -172,7 +176,8 @@ def _pool_attrs_1d_as_2d(attrs: dict) -> dict:
 
 
 @onnx_op("QLinearAveragePool", quantized="consumes")
-def qlinear_average_pool(ctx, node, inputs, attrs):
+def qlinear_average_pool(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                         attrs: Attrs) -> list[Value]:
     """2-D pooling; 1-D pooling runs as 2-D over [N, C, 1, W] (int8 reshapes around it)."""
     _channels_first(attrs, "QLinearAveragePool")
     if any(int(d) != 1 for d in attrs.get("dilations", [])):
@@ -185,10 +190,10 @@ def qlinear_average_pool(ctx, node, inputs, attrs):
                           "supported (1-D and 2-D only)")
     if len(shape) == 4:
         return [q(ctx, nn.average_pool(ctx, dq(ctx, x, xs, xz, what="X"), attrs), ys, yz)]
-    qp = read_qparams(ctx, xs, xz, axis=1, rank=3, dtype=_quantized(x, "X").onnx_dtype,
+    qp = read_qparams(ctx, xs, xz, axis=1, rank=3, dtype=_quantized(x, "X").dtype,
                       what="X")
     x4 = quantized_reshape(ctx, Value(expr=x.expr, const=x.const, qparams=qp,
-                                      onnx_dtype=x.onnx_dtype), (*shape[:2], 1, shape[2]))
+                                      dtype=x.dtype), (*shape[:2], 1, shape[2]))
     pooled = nn.average_pool(ctx, dequantize_value(ctx, x4, x4.qparams),
                              _pool_attrs_1d_as_2d(attrs))
     y4 = q(ctx, pooled, ys, yz)
@@ -197,14 +202,16 @@ def qlinear_average_pool(ctx, node, inputs, attrs):
 
 
 @onnx_op("QLinearGlobalAveragePool", quantized="consumes")
-def qlinear_global_average_pool(ctx, node, inputs, attrs):
+def qlinear_global_average_pool(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                                attrs: Attrs) -> list[Value]:
     _channels_first(attrs, "QLinearGlobalAveragePool")
     x, xs, xz, ys, yz = (inputs + [None])[:5]
     return [q(ctx, nn.global_average_pool(ctx, dq(ctx, x, xs, xz, what="X")), ys, yz)]
 
 
 @onnx_op("QLinearConcat", quantized="consumes")
-def qlinear_concat(ctx, node, inputs, attrs):
+def qlinear_concat(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                   attrs: Attrs) -> list[Value]:
     ys, yz, *rest = inputs
     if len(rest) % 3:
         raise Unsupported("QLinearConcat inputs must come in (X, scale, zero point) triples")
@@ -226,11 +233,11 @@ def _integer_operand(ctx: ImportContext, x: Value, zp: Value | None, axis: int, 
 
 def _accumulator(ctx: ImportContext, y: Value) -> Value:
     """The exact int32 result of a product of scale-1 dequantizes (folded by the rewrites)."""
-    return Value(expr=ctx.emit(relax.op.astype(ctx.expr(y), "int32")), onnx_dtype="int32")
+    return Value(expr=ctx.emit(relax.op.astype(ctx.expr(y), "int32")), dtype="int32")
 
 
 @onnx_op("ConvInteger", quantized="consumes")
-def conv_integer(ctx, node, inputs, attrs):
+def conv_integer(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     """x zero point per tensor; w zero point per tensor or per output channel."""
     x, w, xz, wz = (inputs + [None, None])[:4]
     if dynamic.runtime_zero_point(xz):
@@ -241,7 +248,8 @@ def conv_integer(ctx, node, inputs, attrs):
 
 
 @onnx_op("MatMulInteger", quantized="consumes")
-def matmul_integer(ctx, node, inputs, attrs):
+def matmul_integer(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                   attrs: Attrs) -> list[Value]:
     """A zero point per tensor; B zero point per tensor or per column."""
     a, b, az, bz = (inputs + [None, None])[:4]
     if dynamic.runtime_zero_point(az):

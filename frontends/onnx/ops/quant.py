@@ -8,11 +8,13 @@ imported; blocked, 4/2-bit and float8/float4/float6 variants are refused.
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn import _tvm, qdq
 from canonqnn.errors import InvalidModelError, InvalidQuantizationError
 from canonqnn.qparams import SIGNED, QParams, as_signed, check_scale
 
+from ..._base import Attrs, Inputs
 from .._context import ImportContext, Unsupported, Value, onnx_op
 
 QUANTIZED_DTYPES = ("int8", "uint8")
@@ -53,7 +55,7 @@ def _read_qparams(ctx: ImportContext, scale: Value | None, zero_point: Value | N
     check_scale(s, f"{what} scale")
     if zero_point is not None:
         z = ctx.constant(zero_point, f"{what} zero point")
-        zdtype = zero_point.onnx_dtype
+        zdtype = zero_point.dtype
     else:
         zdtype = dtype or "uint8"
         z = np.zeros(s.shape, np.int64)
@@ -93,52 +95,55 @@ def dequantize_value(ctx: ImportContext, x: Value, qp: QParams) -> Value:
     """``dequantize`` of an int8-held tensor (constants are shifted from uint8 here)."""
     _check_axis(ctx.shape(x), qp)
     if x.const is not None:
-        data = as_signed(x.const, x.onnx_dtype) if x.onnx_dtype in SIGNED else x.const
+        data = as_signed(x.const, x.dtype) if x.dtype in SIGNED else x.const
         expr = ctx.expr(Value(const=np.asarray(data, qp.dtype)))
     else:
         expr = ctx.expr(x)
-    dq = qdq.dequantize(expr, qp, source_dtype=qdq.source_dtype(x.onnx_dtype))
-    return Value(expr=ctx.emit(dq), dequantized=qp)
+    dq = qdq.dequantize(expr, qp, source_dtype=qdq.source_dtype(x.dtype))
+    return Value(expr=ctx.emit(dq), dequantized=qp,
+                 step=qp.scalar_scale if qp.per_tensor else None)
 
 
-def quantize_value(ctx: ImportContext, y: Value, qp: QParams, onnx_dtype: str) -> Value:
+def quantize_value(ctx: ImportContext, y: Value, qp: QParams, dtype: str) -> Value:
     _check_axis(ctx.shape(y), qp)
-    q = qdq.quantize(ctx.expr(y), qp, source_dtype=qdq.source_dtype(onnx_dtype),
+    q = qdq.quantize(ctx.expr(y), qp, source_dtype=qdq.source_dtype(dtype),
                      source_tensor=ctx.node_output or None)
-    return Value(expr=ctx.emit(q), onnx_dtype=onnx_dtype, qparams=qp)
+    return Value(expr=ctx.emit(q), dtype=dtype, qparams=qp)
 
 
 @onnx_op("DequantizeLinear", quantized="consumes")
-def dequantize_linear(ctx, node, inputs, attrs):
+def dequantize_linear(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                      attrs: Attrs) -> list[Value]:
     _reject_blocked(attrs)
     x, scale, zp = (inputs + [None, None])[:3]
-    if x.onnx_dtype not in QUANTIZED_DTYPES + SIXTEEN_BIT_DTYPES + ("int32",):
-        raise Unsupported(f"DequantizeLinear of {x.onnx_dtype} data is not supported "
+    if x.dtype not in QUANTIZED_DTYPES + SIXTEEN_BIT_DTYPES + ("int32",):
+        raise Unsupported(f"DequantizeLinear of {x.dtype} data is not supported "
                           "(int8/uint8, int16/uint16, int32 only)")
     if attrs.get("output_dtype", 0) not in (0, 1):  # opset 23: 1 = FLOAT
         raise Unsupported(f"output_dtype {attrs['output_dtype']} is not supported (float32 only)")
     qp = read_qparams(ctx, scale, zp, axis=attrs.get("axis", 1), rank=max(len(ctx.shape(x)), 1),
-                      dtype=x.onnx_dtype, what="input")
+                      dtype=x.dtype, what="input")
     if qp.dtype == "int32" and np.any(qp.zero_point):
         raise Unsupported("int32 DequantizeLinear with a nonzero zero point is not supported")
     return [dequantize_value(ctx, x, qp)]
 
 
 @onnx_op("QuantizeLinear")
-def quantize_linear(ctx, node, inputs, attrs):
+def quantize_linear(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                    attrs: Attrs) -> list[Value]:
     _reject_blocked(attrs)
     if attrs.get("precision", 0):
         raise Unsupported("the precision attribute is not supported")
     x, scale, zp = (inputs + [None, None])[:3]
-    if x.onnx_dtype != "float32":
-        raise Unsupported(f"QuantizeLinear of {x.onnx_dtype} data is not supported (float32 only)")
+    if x.dtype != "float32":
+        raise Unsupported(f"QuantizeLinear of {x.dtype} data is not supported (float32 only)")
     out_dtype = None
     if attrs.get("output_dtype"):
         out_dtype = ONNX_OUTPUT_DTYPE.get(attrs["output_dtype"])
         if out_dtype is None:
             raise Unsupported(f"output_dtype {attrs['output_dtype']} is not supported")
     if zp is not None:
-        out_dtype = zp.onnx_dtype
+        out_dtype = zp.dtype
     if out_dtype not in (None,) + QUANTIZED_DTYPES + SIXTEEN_BIT_DTYPES:
         raise Unsupported(f"QuantizeLinear to {out_dtype} is not supported (int8/uint8, "
                           "int16/uint16 only)")

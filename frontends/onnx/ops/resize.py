@@ -14,11 +14,13 @@ On a quantized tensor (QOperator models apply Resize to uint8/int8 data directly
 from __future__ import annotations
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn import qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams
 
+from ..._base import Attrs, Inputs
 from .._context import ImportContext, Unsupported, Value, onnx_op
 from .quant import dequantize_value, quantize_value
 
@@ -116,7 +118,7 @@ def _resize(ctx: ImportContext, x: Value, out, mode: str, coordinate: str, neare
 
 
 @onnx_op("Resize", quantized="consumes")
-def resize_op(ctx, node, inputs, attrs):
+def resize_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     x = inputs[0]
     shape = ctx.shape(x)
     if len(shape) != 4:
@@ -134,10 +136,10 @@ def resize_op(ctx, node, inputs, attrs):
     if mode == "nearest":
         y = _resize(ctx, dequantize_value(ctx, x, x.qparams), out, mode, coordinate, nearest,
                     attrs)
-        return [quantize_value(ctx, y, x.qparams, x.onnx_dtype)]
-    stored = QParams.make(1.0, -128 if x.onnx_dtype == "uint8" else 0)
+        return [quantize_value(ctx, y, x.qparams, x.dtype)]
+    stored = QParams.make(1.0, -128 if x.dtype == "uint8" else 0)
     y = _resize(ctx, dequantize_value(ctx, x, stored), out, mode, coordinate, nearest, attrs)
     q = qdq.quantize(ctx.emit(relax.op.trunc(ctx.expr(y))), stored,
-                     source_dtype=qdq.source_dtype(x.onnx_dtype),
+                     source_dtype=qdq.source_dtype(x.dtype),
                      source_tensor=ctx.node_output or None)
-    return [Value(expr=ctx.emit(q), onnx_dtype=x.onnx_dtype, qparams=x.qparams)]
+    return [Value(expr=ctx.emit(q), dtype=x.dtype, qparams=x.qparams)]

@@ -12,9 +12,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from onnx import NodeProto
 
 from canonqnn._tvm import relax
 
+from ..._base import Attrs, Inputs
 from .._context import ImportContext, Unsupported, Value, onnx_op
 from .qoperator import dq, q
 from .shape import reshape_to
@@ -38,7 +40,7 @@ def softmax(ctx: ImportContext, x: Value, axis: int, *, flatten_2d: bool) -> Val
 
 
 @onnx_op("Softmax")
-def softmax_op(ctx, node, inputs, attrs):
+def softmax_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs) -> list[Value]:
     flatten = ctx.opset < FLATTENING_BEFORE
     axis = int(attrs.get("axis", 1 if flatten else -1))
     return [softmax(ctx, inputs[0], axis, flatten_2d=flatten)]
@@ -62,14 +64,15 @@ def _opset_semantics(ctx: ImportContext, x: Value, attrs: dict) -> tuple[int, bo
 
 
 @onnx_op("QLinearSoftmax", quantized="consumes")
-def qlinear_softmax(ctx, node, inputs, attrs):
+def qlinear_softmax(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                    attrs: Attrs) -> list[Value]:
     x, xs, xz, ys, yz = (inputs + [None] * 5)[:5]
     axis, flatten = _opset_semantics(ctx, x, attrs)
     xf = dq(ctx, x, xs, xz, what="X")
     if not xf.dequantized.per_tensor:
         raise Unsupported("X scale/zero point must be scalars (onnxruntime requires it)")
-    if yz is not None and yz.onnx_dtype != x.onnx_dtype:
-        raise Unsupported(f"Y zero point of type {yz.onnx_dtype} differs from X ({x.onnx_dtype})")
+    if yz is not None and yz.dtype != x.dtype:
+        raise Unsupported(f"Y zero point of type {yz.dtype} differs from X ({x.dtype})")
     if yz is None:  # the output type is the input type; the zero point defaults to 0
-        yz = Value(const=np.zeros((), x.onnx_dtype), onnx_dtype=x.onnx_dtype)
+        yz = Value(const=np.zeros((), x.dtype), dtype=x.dtype)
     return [q(ctx, softmax(ctx, xf, axis, flatten_2d=flatten), ys, yz)]

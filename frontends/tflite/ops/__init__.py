@@ -1,4 +1,3 @@
 """TFLite operator converters; importing this package registers them."""
 
-from . import (activation, elementwise, indexing, nn, pool, quant, recurrent,  # noqa: F401
-               select, shape)
+from . import activation, elementwise, indexing, nn, pool, quant, recurrent, select, shape  # noqa: F401

@@ -13,9 +13,10 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
-from ..._base import hard_swish
-from .._context import ImportContext, Unsupported, tflite_op
+from ..._base import Inputs, hard_swish
+from .._context import ImportContext, Unsupported, Value, tflite_op
 from .._schema import ACTIVATIONS
+from ..reader import Operator, Tensor
 
 CLAMPS = {"NONE": None, "RELU": (0.0, None), "RELU6": (0.0, 6.0), "RELU_N1_TO_1": (-1.0, 1.0)}
 
@@ -41,35 +42,39 @@ def _unary(ctx, inputs, outputs, fn):
 
 
 @tflite_op("LOGISTIC")
-def logistic_op(ctx, op, inputs, outputs):
+def logistic_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                outputs: list[Tensor]) -> list[Value]:
     return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.sigmoid(x)))
 
 
 @tflite_op("TANH")
-def tanh_op(ctx, op, inputs, outputs):
+def tanh_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.tanh(x)))
 
 
 @tflite_op("GELU")
-def gelu_op(ctx, op, inputs, outputs):
+def gelu_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     approximate = bool(op.options.Approximate()) if op.options is not None else False
     fn = relax.op.nn.gelu_tanh if approximate else relax.op.nn.gelu
     return _unary(ctx, inputs, outputs, lambda x: ctx.emit(fn(x)))
 
 
 @tflite_op("LEAKY_RELU")
-def leaky_relu_op(ctx, op, inputs, outputs):
+def leaky_relu_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                  outputs: list[Tensor]) -> list[Value]:
     alpha = float(np.float32(op.options.Alpha())) if op.options is not None else 0.2
     return _unary(ctx, inputs, outputs, lambda x: ctx.emit(relax.op.nn.leakyrelu(x, alpha)))
 
 
 @tflite_op("HARD_SWISH")
-def hard_swish_op(ctx, op, inputs, outputs):
+def hard_swish_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                  outputs: list[Tensor]) -> list[Value]:
     return _unary(ctx, inputs, outputs, lambda x: hard_swish(ctx, x))
 
 
 @tflite_op("RSQRT")
-def rsqrt_op(ctx, op, inputs, outputs):
+def rsqrt_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+             outputs: list[Tensor]) -> list[Value]:
     if inputs[0].dtype == "uint8":
         raise Unsupported("RSQRT on uint8: TFLite's RSQRT kernel takes float32, int8 or int16 "
                           "(the interpreter refuses this model)")
@@ -77,13 +82,14 @@ def rsqrt_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("RELU", "RELU6", "RELU_N1_TO_1")
-def relu_op(ctx, op, inputs, outputs):
+def relu_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     lo, hi = CLAMPS[op.kind]
     return _unary(ctx, inputs, outputs, lambda x: clamp(ctx, x, lo, hi))
 
 
 @tflite_op("SOFTMAX")
-def softmax_op(ctx, op, inputs, outputs):
+def softmax_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+               outputs: list[Tensor]) -> list[Value]:
     x = inputs[0]
     beta = float(np.float32(op.options.Beta())) if op.options is not None else 1.0
     axis = 1 if x.nchw else len(x.shape) - 1  # TFLite: the last (channel) axis

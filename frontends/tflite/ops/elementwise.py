@@ -10,7 +10,9 @@ import math
 
 from canonqnn._tvm import relax
 
+from ..._base import Inputs
 from .._context import ImportContext, Unsupported, Value, tensor_qparams, tflite_op
+from ..reader import Operator, Tensor
 from .activation import fused_activation
 
 BINARY = {"ADD": relax.op.add, "SUB": relax.op.subtract, "MUL": relax.op.multiply}
@@ -44,7 +46,8 @@ def _power_of_two_int16_kernel(op, inputs, out) -> bool:
 
 
 @tflite_op(*BINARY)
-def binary_op(ctx, op, inputs, outputs):
+def binary_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     if _power_of_two_int16_kernel(op, inputs, outputs[0]):
         raise Unsupported(f"int16 {op.kind} with power-of-two scales and pot_scale_int16: "
                           "TFLite's power-of-two kernel is not reproduced (the converter writes "
@@ -56,7 +59,8 @@ def binary_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("SQUARED_DIFFERENCE")
-def squared_difference_op(ctx, op, inputs, outputs):
+def squared_difference_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                          outputs: list[Tensor]) -> list[Value]:
     if outputs[0].dtype == "uint8":
         raise Unsupported("SQUARED_DIFFERENCE on uint8: TFLite's kernel computes float32, int32 "
                           "and int8 only (the interpreter refuses this model)")

@@ -15,7 +15,9 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
-from .._context import Unsupported, constant, tflite_op
+from ..._base import Inputs
+from .._context import ImportContext, Unsupported, Value, constant, tflite_op
+from ..reader import Operator, Tensor
 
 
 def _moved(ctx, real, out, shape):
@@ -30,7 +32,7 @@ def _axis(op, rank: int) -> int:
 
 
 @tflite_op("TILE")
-def tile_op(ctx, op, inputs, outputs):
+def tile_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     x = ctx.as_nhwc(inputs[0])
     repeats = [int(r) for r in constant(inputs[1], "TILE multiples").reshape(-1)]
     if len(repeats) != len(x.shape) or min(repeats, default=1) < 1:
@@ -40,7 +42,7 @@ def tile_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("PACK")
-def pack_op(ctx, op, inputs, outputs):
+def pack_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     out = outputs[0]
     axis = _axis(op, len(out.shape))
     parts = []
@@ -53,7 +55,8 @@ def pack_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("UNPACK")
-def unpack_op(ctx, op, inputs, outputs):
+def unpack_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     x = ctx.as_nhwc(inputs[0])
     axis = _axis(op, len(x.shape))
     results = []
@@ -68,7 +71,8 @@ def unpack_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("GATHER_ND")
-def gather_nd_op(ctx, op, inputs, outputs):
+def gather_nd_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                 outputs: list[Tensor]) -> list[Value]:
     x, out = ctx.as_nhwc(inputs[0]), outputs[0]
     indices = constant(inputs[1], "GATHER_ND indices").astype(np.int64)
     depth = indices.shape[-1]

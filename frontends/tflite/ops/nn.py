@@ -19,11 +19,23 @@ import numpy as np
 
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
+from canonqnn.ops import conv as conv_ops
+from canonqnn.ops import conv_transpose as conv_transpose_ops
+from canonqnn.ops import matmul as matmul_ops
 from canonqnn.qparams import QParams, product_scale, uint8_to_int8
 
-from .._context import (ImportContext, Unsupported, Value, constant, padding_2d, tensor_qparams,
-                        tflite_op)
+from ..._base import Inputs
+from .._context import (
+    ImportContext,
+    Unsupported,
+    Value,
+    constant,
+    padding_2d,
+    tensor_qparams,
+    tflite_op,
+)
 from .._schema import DTYPES, PADDINGS
+from ..reader import Operator, Tensor
 from .activation import fused_activation
 
 NOT_SET = 0  # a quantized_bias_type of FLOAT32 (the schema's default) means "not given"
@@ -51,15 +63,18 @@ def _weight(ctx: ImportContext, w: Value, tensor_axis: int, layout: tuple[int, .
 
 
 def _bias(ctx: ImportContext, b: Value | None, x_qp: QParams, w_qp: QParams, channels: int,
-          shape) -> object | None:
+          shape, canonical) -> object | None:
+    """The dequantized bias; its values as the ``canonical`` op's bias rule accepts them."""
     if b is None:
         return None
     data = constant(b, "bias")
     dtype = "int64" if b.dtype == "int64" and x_qp.dtype == "int16" else "int32"
-    if b.dtype != dtype or data.size != channels:
+    if b.dtype != dtype:
         raise Unsupported(f"bias of type {b.dtype} with {data.size} values for {channels} "
                           "channels (int32, or int64 for int16 input, one per output channel, "
                           "required)")
+    if (why := canonical.accepts(bias_shape=(data.size,), channels=channels)) is not None:
+        raise Unsupported(why)
     if data.size and (data.min() < INT32.min or data.max() > INT32.max):
         raise Unsupported("int64 bias values beyond the int32 range (the fake-quant form holds "
                           "the bias as int32)")
@@ -71,18 +86,22 @@ def _bias(ctx: ImportContext, b: Value | None, x_qp: QParams, w_qp: QParams, cha
     return ctx.emit(relax.op.reshape(real, shape)) if len(shape) != 1 else real
 
 
-def _check_16x8(op, x: Value, w_qp: QParams, b: Value | None, out) -> None:
-    """TFLite's 16x8 kernels (int16 input) ignore zero points, and read the bias as int64
-    unless the operator's ``quantized_bias_type`` says INT32 (DEPTHWISE_CONV_2D has no such
-    option and refuses int32). What they do otherwise is not reproduced: Unsupported."""
+def _sixteen_by_eight(op, canonical, x: Value, w_qp: QParams, b: Value | None, out) -> None:
+    """A 16x8 layer (int16 input) as the canonical op (``conv.CONV2D``, ``matmul.MATMUL``)
+    accepts it, else Unsupported with its reason; and the bias as TFLite's kernels read it:
+    int64 unless the operator's ``quantized_bias_type`` says INT32 (DEPTHWISE_CONV_2D has no
+    such option and refuses int32)."""
     if x.dtype != "int16" or x.qparams is None:
         return
     out_qp = tensor_qparams(out)
-    if out.dtype != "int16" or out_qp is None:
-        raise Unsupported(f"int16 input with {out.dtype} output (16x8 kernels write int16)")
-    if x.qparams.scalar_zp != 0 or out_qp.scalar_zp != 0 or np.any(w_qp.zero_point):
-        raise Unsupported("16x8 layer with a non-zero zero point: TFLite's 16x8 kernels ignore "
-                          "zero points (the converter writes 0)")
+    x_name, w_name = ("x", "w") if canonical.name == "conv2d" else ("a", "b")
+    why = canonical.accepts(**{
+        f"{x_name}_dtype": x.dtype, "out_dtype": out.dtype if out_qp else "float32",
+        "accumulator": b.dtype if b is not None and b.dtype == "int64" else "int32",
+        "zero_points": {f"{x_name}_zp": x.qparams.zero_point, f"{w_name}_zp": w_qp.zero_point,
+                        "out_zp": out_qp.zero_point if out_qp else 0}})
+    if why is not None:
+        raise Unsupported(why)
     if b is None:
         return
     code = getattr(op.options, "QuantizedBiasType", lambda: NOT_SET)()
@@ -99,7 +118,8 @@ def _padding(opts) -> str:
     return PADDINGS.get(opts.Padding(), str(opts.Padding()))
 
 
-def _conv(ctx, op, inputs, outputs, depthwise: bool):
+def _conv(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor],
+          depthwise: bool) -> list[Value]:
     x, w = ctx.as_nchw(inputs[0]), inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     opts = op.options
@@ -116,12 +136,12 @@ def _conv(ctx, op, inputs, outputs, depthwise: bool):
             raise Unsupported(f"{c} input channels for a filter of {i}")
         groups = c // i
         wq, w_qp = _weight(ctx, w, 0, (0, 3, 1, 2), 0)
-    _check_16x8(op, x, w_qp, b, outputs[0])
+    _sixteen_by_eight(op, conv_ops.CONV2D, x, w_qp, b, outputs[0])
     strides = (opts.StrideH(), opts.StrideW())
     dilation = (opts.DilationHFactor(), opts.DilationWFactor())
     pads = padding_2d(_padding(opts), (h, wd), (kh, kw), strides, dilation)
     y = ctx.emit(_tvm.conv2d(ctx.dq(x), wq, strides, pads, dilation, groups, "float32"))
-    bias = _bias(ctx, b, x.qparams, w_qp, o, (1, o, 1, 1))
+    bias = _bias(ctx, b, x.qparams, w_qp, o, (1, o, 1, 1), conv_ops.CONV2D)
     if bias is not None:
         y = ctx.emit(relax.op.add(y, bias))
     y = fused_activation(ctx, y, opts.FusedActivationFunction())
@@ -129,17 +149,20 @@ def _conv(ctx, op, inputs, outputs, depthwise: bool):
 
 
 @tflite_op("CONV_2D")
-def conv2d_op(ctx, op, inputs, outputs):
+def conv2d_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     return _conv(ctx, op, inputs, outputs, depthwise=False)
 
 
 @tflite_op("DEPTHWISE_CONV_2D")
-def depthwise_op(ctx, op, inputs, outputs):
+def depthwise_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                 outputs: list[Tensor]) -> list[Value]:
     return _conv(ctx, op, inputs, outputs, depthwise=True)
 
 
 @tflite_op("TRANSPOSE_CONV")
-def transpose_conv_op(ctx, op, inputs, outputs):
+def transpose_conv_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                      outputs: list[Tensor]) -> list[Value]:
     out_shape = [int(v) for v in constant(inputs[0], "output shape").reshape(-1)]
     w, x = inputs[1], ctx.as_nchw(inputs[2])
     b = inputs[3] if len(inputs) > 3 else None
@@ -167,7 +190,7 @@ def transpose_conv_op(ctx, op, inputs, outputs):
         data_layout="NCHW", kernel_layout="IOHW", out_dtype="float32"))
     w_out_qp = QParams(w_qp.scale, w_qp.zero_point, 0, w_qp.dtype) if not w_qp.per_tensor \
         else w_qp
-    bias = _bias(ctx, b, x.qparams, w_out_qp, o, (1, o, 1, 1))
+    bias = _bias(ctx, b, x.qparams, w_out_qp, o, (1, o, 1, 1), conv_transpose_ops.CONV2D_TRANSPOSE)
     if bias is not None:
         y = ctx.emit(relax.op.add(y, bias))
     fused = opts.FusedActivationFunction() if hasattr(opts, "FusedActivationFunction") else 0
@@ -176,7 +199,8 @@ def transpose_conv_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("FULLY_CONNECTED")
-def fully_connected_op(ctx, op, inputs, outputs):
+def fully_connected_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                       outputs: list[Tensor]) -> list[Value]:
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     opts = op.options
@@ -188,10 +212,10 @@ def fully_connected_op(ctx, op, inputs, outputs):
         raise Unsupported(f"input of {int(np.prod(x.shape))} elements is not rows of {k}")
     x2 = ctx.reshape(x, (rows, k))
     wq, w_qp = _weight(ctx, w, 0, (0, 1), 0)
-    _check_16x8(op, x, w_qp, b, outputs[0])
+    _sixteen_by_eight(op, matmul_ops.MATMUL, x, w_qp, b, outputs[0])
     y = ctx.emit(relax.op.matmul(ctx.dq(x2), ctx.emit(relax.op.permute_dims(wq, [1, 0])),
                                  out_dtype="float32"))
-    bias = _bias(ctx, b, x.qparams, w_qp, units, (units,))
+    bias = _bias(ctx, b, x.qparams, w_qp, units, (units,), matmul_ops.MATMUL)
     if bias is not None:
         y = ctx.emit(relax.op.add(y, bias))
     y = fused_activation(ctx, y, opts.FusedActivationFunction() if opts is not None else 0)
@@ -207,7 +231,8 @@ def _with_shape(t, shape):
 
 
 @tflite_op("BATCH_MATMUL")
-def batch_matmul_op(ctx, op, inputs, outputs):
+def batch_matmul_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                    outputs: list[Tensor]) -> list[Value]:
     a, b = ctx.as_nhwc(inputs[0]), ctx.as_nhwc(inputs[1])
     opts = op.options
     operands = []

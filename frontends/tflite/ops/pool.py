@@ -6,13 +6,15 @@ import numpy as np
 
 from canonqnn._tvm import relax
 
-from .._context import Unsupported, constant, padding_2d, tflite_op
+from ..._base import Inputs
+from .._context import ImportContext, Unsupported, Value, constant, padding_2d, tflite_op
 from .._schema import PADDINGS
+from ..reader import Operator, Tensor
 from .activation import fused_activation
 
 
 @tflite_op("AVERAGE_POOL_2D", "MAX_POOL_2D")
-def pool_op(ctx, op, inputs, outputs):
+def pool_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     x = ctx.as_nchw(inputs[0])
     opts = op.options
     _, h, w, _ = x.shape
@@ -29,7 +31,7 @@ def pool_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("MEAN")
-def mean_op(ctx, op, inputs, outputs):
+def mean_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     x = inputs[0]
     rank = len(x.shape)
     axes = sorted({int(a) % rank for a in constant(inputs[1], "MEAN axes").reshape(-1)})
@@ -54,7 +56,8 @@ NEAREST_COORDINATES = {(False, False): ("asymmetric", "floor"),
 
 
 @tflite_op("RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR")
-def resize_op(ctx, op, inputs, outputs):
+def resize_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     x = ctx.as_nchw(inputs[0])
     size = [int(v) for v in constant(inputs[1], "resize size").reshape(-1)]
     opts = op.options

@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from canonqnn import qdq
 
-from .._context import QUANTIZED_DTYPES, Unsupported, Value, tensor_qparams, tflite_op
+from ..._base import Inputs
+from .._context import (
+    QUANTIZED_DTYPES,
+    ImportContext,
+    Unsupported,
+    Value,
+    tensor_qparams,
+    tflite_op,
+)
+from ..reader import Operator, Tensor
 
 
 @tflite_op("QUANTIZE")
-def quantize_op(ctx, op, inputs, outputs):
+def quantize_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                outputs: list[Tensor]) -> list[Value]:
     x, out = inputs[0], outputs[0]
     if x.quantized:
         return [ctx.quantized(ctx.dq(x), out, nchw=x.nchw)]
@@ -21,11 +29,12 @@ def quantize_op(ctx, op, inputs, outputs):
         raise Unsupported(f"QUANTIZE to {out.dtype} (int8, uint8 or int16 per tensor "
                           "required)")
     expr = ctx.emit(qdq.quantize(ctx.expr(x), qp, source_dtype=qdq.source_dtype(out.dtype)))
-    return [Value(out.dtype, out.shape, expr, qparams=qp, nchw=x.nchw)]
+    return [Value(dtype=out.dtype, shape=out.shape, expr=expr, qparams=qp, nchw=x.nchw)]
 
 
 @tflite_op("DEQUANTIZE")
-def dequantize_op(ctx, op, inputs, outputs):
+def dequantize_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                  outputs: list[Tensor]) -> list[Value]:
     x = inputs[0]
     if not x.quantized or x.dtype not in QUANTIZED_DTYPES:
         raise Unsupported(f"DEQUANTIZE of a {x.dtype} tensor (float16 weights are not "
@@ -34,4 +43,4 @@ def dequantize_op(ctx, op, inputs, outputs):
     # back in NHWC while still integer: the layout change is then a canonical transpose,
     # not a float permutation after the dequantize
     x = ctx.as_nhwc(x)
-    return [replace(Value("float32", x.shape, ctx.dq(x), nchw=x.nchw), dequantized_step=step)]
+    return [Value(dtype="float32", shape=x.shape, expr=ctx.dq(x), nchw=x.nchw, step=step)]

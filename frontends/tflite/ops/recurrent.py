@@ -30,7 +30,9 @@ from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax
 from canonqnn.qparams import QParams
 
+from ..._base import Inputs
 from .._context import ImportContext, Unsupported, Value, constant, tflite_op
+from ..reader import Operator, Tensor
 
 INT16_MIN, INT16_MAX = -32768, 32767
 INT8_MIN, INT8_MAX = -128, 127
@@ -77,7 +79,7 @@ def _scale(ctx: ImportContext, stored, zero_point: float, scale: float):
 
 def _columns(ctx: ImportContext, x, begin: int, end: int, axis: int = 1):
     # Slices, not split: a tuple-valued float op has no per-op build in the reference
-    # interpreter that checks builds (canonqnn.reference)
+    # interpreter that checks builds (canonqnn.ops.reference)
     return ctx.emit(relax.op.strided_slice(x, axes=[axis], begin=[begin], end=[end]))
 
 
@@ -152,7 +154,8 @@ def _int8_input(x: Value, kind: str) -> None:
 
 # ----------------------------------------------------------------------------------- LSTM
 @tflite_op("UNIDIRECTIONAL_SEQUENCE_LSTM")
-def unidirectional_sequence_lstm_op(ctx, op, inputs, outputs):
+def unidirectional_sequence_lstm_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                                    outputs: list[Tensor]) -> list[Value]:
     if len(inputs) not in (20, 24):
         raise Unsupported(f"{len(inputs)} inputs (TFLite's LSTM takes 20 or 24)")
     inputs = inputs + [None] * (24 - len(inputs))
@@ -340,7 +343,7 @@ def _lstm_step(ctx: ImportContext, pre, c_real, gates: int, units: int, cifg: bo
 
 # ----------------------------------------------------------------------------------- SVDF
 @tflite_op("SVDF")
-def svdf_op(ctx, op, inputs, outputs):
+def svdf_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     if len(inputs) != 5:
         raise Unsupported(f"{len(inputs)} inputs (SVDF takes 5)")
     x = ctx.as_nhwc(inputs[SVDF_INPUT])

@@ -11,7 +11,9 @@ from __future__ import annotations
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
-from .._context import Unsupported, Value, constant, tflite_op
+from ..._base import Inputs
+from .._context import ImportContext, Unsupported, Value, constant, tflite_op
+from ..reader import Operator, Tensor
 from .elementwise import same_layout
 
 EXTREMA = {"MAXIMUM": relax.op.maximum, "MINIMUM": relax.op.minimum}
@@ -19,7 +21,8 @@ REDUCTIONS = {"REDUCE_MAX": relax.op.max, "REDUCE_MIN": relax.op.min}
 
 
 @tflite_op(*EXTREMA)
-def extremum_op(ctx, op, inputs, outputs):
+def extremum_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                outputs: list[Tensor]) -> list[Value]:
     (a, b), nchw = same_layout(ctx, inputs[:2], len(outputs[0].shape))
     y = ctx.emit(EXTREMA[op.kind](ctx.dq_stored(a, outputs[0]), ctx.dq_stored(b, outputs[0])))
     return [ctx.quantized(y, outputs[0], nchw=nchw)]
@@ -30,7 +33,8 @@ def _axes(value: Value | None, rank: int, what: str) -> list[int]:
 
 
 @tflite_op(*REDUCTIONS)
-def reduce_op(ctx, op, inputs, outputs):
+def reduce_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     x = ctx.as_nhwc(inputs[0])
     axes = _axes(inputs[1], len(x.shape), f"{op.kind} axes")
     keepdims = bool(op.options.KeepDims()) if op.options is not None else False
@@ -39,7 +43,8 @@ def reduce_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("ARG_MAX")
-def argmax_op(ctx, op, inputs, outputs):
+def argmax_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     """The first index of the largest value (the interpreter keeps the first of equal ones)."""
     x = ctx.as_nhwc(inputs[0])
     (axis,) = _axes(inputs[1], len(x.shape), "ARG_MAX axis")
@@ -52,5 +57,5 @@ def argmax_op(ctx, op, inputs, outputs):
     if _tvm.shape_of(index) != tuple(out.shape):
         raise Unsupported(f"computed shape {list(_tvm.shape_of(index))} differs from the "
                           f"model's output shape {list(out.shape)}")
-    return [Value(out.dtype, tuple(out.shape), index)]
+    return [Value(dtype=out.dtype, shape=tuple(out.shape), expr=index)]
 

@@ -14,8 +14,19 @@ import numpy as np
 from canonqnn import _tvm
 from canonqnn._tvm import relax
 
+from ..._base import Inputs
+from .._context import (
+    TO_NCHW,
+    TO_NHWC,
+    ImportContext,
+    Unsupported,
+    Value,
+    constant,
+    tensor_qparams,
+    tflite_op,
+)
 from .._fold import slice_ranges
-from .._context import TO_NCHW, TO_NHWC, Unsupported, constant, tensor_qparams, tflite_op
+from ..reader import Operator, Tensor
 from .activation import fused_activation
 from .elementwise import same_layout
 
@@ -24,19 +35,21 @@ NHWC_TO_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}
 
 def _out(ctx, moved, out):
     """``moved`` (a Value with the input's parameters) as the operator's output tensor."""
-    if moved.qparams is not None and out.quantized and moved.dtype == out.dtype:
-        if moved.qparams.same_as(tensor_qparams(out)):
-            return moved
+    if (moved.qparams is not None and out.quantized and moved.dtype == out.dtype
+            and moved.qparams.same_as(tensor_qparams(out))):
+        return moved
     return ctx.quantized(ctx.dq(moved), out, nchw=moved.nchw)
 
 
 @tflite_op("RESHAPE", "SQUEEZE")
-def reshape_op(ctx, op, inputs, outputs):
+def reshape_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+               outputs: list[Tensor]) -> list[Value]:
     return [_out(ctx, ctx.reshape(inputs[0], outputs[0].shape), outputs[0])]
 
 
 @tflite_op("TRANSPOSE")
-def transpose_op(ctx, op, inputs, outputs):
+def transpose_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                 outputs: list[Tensor]) -> list[Value]:
     x = inputs[0]
     perm = [int(p) % len(x.shape) for p in constant(inputs[1], "TRANSPOSE perm").reshape(-1)]
     axes = [TO_NHWC[p] for p in perm] if x.nchw else perm
@@ -45,7 +58,8 @@ def transpose_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("CONCATENATION")
-def concat_op(ctx, op, inputs, outputs):
+def concat_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     rank = len(outputs[0].shape)
     axis = int(op.options.Axis()) % rank
     values, nchw = same_layout(ctx, inputs, rank)
@@ -57,7 +71,7 @@ def concat_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("PAD", "PADV2")
-def pad_op(ctx, op, inputs, outputs):
+def pad_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
     x = inputs[0]
     widths = constant(inputs[1], "paddings").reshape(-1, 2).astype(np.int64)
     if widths.min() < 0:
@@ -84,7 +98,8 @@ def _slice(ctx, x, axes, begin, end, strides, out):
 
 
 @tflite_op("STRIDED_SLICE")
-def strided_slice_op(ctx, op, inputs, outputs):
+def strided_slice_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+                     outputs: list[Tensor]) -> list[Value]:
     x = inputs[0]
     o = op.options
     begin, end, strides = (constant(v, what).reshape(-1).astype(np.int64) for v, what in
@@ -113,7 +128,8 @@ def strided_slice_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("GATHER")
-def gather_op(ctx, op, inputs, outputs):
+def gather_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+              outputs: list[Tensor]) -> list[Value]:
     x, indices = ctx.as_nhwc(inputs[0]), inputs[1]
     axis = int(op.options.Axis()) % len(x.shape) if op.options is not None else 0
     if op.options is not None and op.options.BatchDims():
@@ -132,7 +148,8 @@ def gather_op(ctx, op, inputs, outputs):
 
 
 @tflite_op("SPLIT")
-def split_op(ctx, op, inputs, outputs):
+def split_op(ctx: ImportContext, op: Operator, inputs: Inputs,
+             outputs: list[Tensor]) -> list[Value]:
     x = inputs[1]
     axis = int(constant(inputs[0], "SPLIT axis").reshape(-1)[0]) % len(x.shape)
     size = x.shape[axis] // len(outputs)

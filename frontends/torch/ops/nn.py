@@ -7,6 +7,8 @@ other frontends write)."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from canonqnn import _tvm
@@ -15,9 +17,12 @@ from canonqnn._tvm import relax
 from ..._base import hard_swish
 from .._context import ImportContext, Unsupported, Value, torch_op
 
+if TYPE_CHECKING:
+    from torch.fx import Node
+
 
 @torch_op("aten.pad.default", "aten.constant_pad_nd.default")
-def pad(ctx: ImportContext, node, args):
+def pad(ctx: ImportContext, node: Node, args: list[Any]) -> Value | None:
     """A zero padding of H and W is held unemitted: a conv reading it pads itself (exactly the
     same: its padding reads real zero), anything else gets the padding."""
     x, widths = args[:2]
@@ -38,7 +43,7 @@ def _pair(v) -> list[int]:
 
 
 @torch_op("aten.conv2d.default")
-def conv2d(ctx: ImportContext, node, args):
+def conv2d(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     x, w = args[:2]
     b, stride, padding, dilation, groups = (list(args[2:]) + [None, 1, 0, 1, 1][len(args) - 2:])
     pads = _pair(padding) * 2
@@ -54,7 +59,7 @@ def conv2d(ctx: ImportContext, node, args):
 
 
 @torch_op("aten.linear.default")
-def linear(ctx: ImportContext, node, args):
+def linear(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     x, w = args[:2]
     b = args[2] if len(args) > 2 else None
     if len(ctx.shape(w)) != 2:
@@ -67,7 +72,7 @@ def linear(ctx: ImportContext, node, args):
 
 
 @torch_op("aten.adaptive_avg_pool2d.default", "aten._adaptive_avg_pool2d.default")
-def adaptive_avg_pool2d(ctx: ImportContext, node, args):
+def adaptive_avg_pool2d(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     x, size = args[:2]
     shape = ctx.shape(x)
     if len(shape) != 4:
@@ -82,7 +87,7 @@ def adaptive_avg_pool2d(ctx: ImportContext, node, args):
 
 
 @torch_op("aten.mean.dim")
-def mean(ctx: ImportContext, node, args):
+def mean(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     """ExecuTorch's XNNPACK partitioner takes a mean over H and W of a 4-D tensor with kept
     dims (its global average pool); any other mean runs in ExecuTorch's portable float kernel,
     written as sum / count (the form that says "float arithmetic", as ONNX's ReduceMean)."""
@@ -103,7 +108,7 @@ def mean(ctx: ImportContext, node, args):
 
 
 @torch_op("aten.hardswish.default")
-def hardswish(ctx: ImportContext, node, args):
+def hardswish(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     """The form the ONNX and TFLite frontends write (``frontends._base.hard_swish``; TVM's
     converter writes x * clip(x + 3, 0, 6) / 6, the same function in another order)."""
     return Value(expr=hard_swish(ctx, ctx.expr(args[0])))

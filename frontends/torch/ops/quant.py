@@ -11,12 +11,17 @@ quantized to (PT2E's weights use [-127, 127]). The ``.tensor`` overloads and
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import numpy as np
 
 from canonqnn import qdq
 from canonqnn.qparams import QParams, check_scale, uint8_to_int8
 
 from .._context import ImportContext, Unsupported, Value, dtype_name, torch_op
+
+if TYPE_CHECKING:
+    from torch.fx import Node
 
 QUANTIZED_DTYPES = {"int8": (-128, 127), "uint8": (0, 255)}
 # An int32 constant (a bias some quantizers store quantized) is dequantized, never quantized to.
@@ -76,7 +81,7 @@ def _stored(ctx: ImportContext, q: Value, dtype: str) -> Value:
 
 
 @torch_op(f"{_DECOMPOSED}.quantize_per_tensor.default")
-def quantize_per_tensor(ctx, node, args):
+def quantize_per_tensor(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     x, scale, zp, qmin, qmax, dtype = args[:6]
     dtype = _dtype(dtype)
     _check_range(qmin, qmax, dtype)
@@ -84,7 +89,7 @@ def quantize_per_tensor(ctx, node, args):
 
 
 @torch_op(f"{_DECOMPOSED}.dequantize_per_tensor.default")
-def dequantize_per_tensor(ctx, node, args):
+def dequantize_per_tensor(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     q, scale, zp, _qmin, _qmax, dtype = args[:6]
     _out_dtype(node)
     dtype = _dequantized_dtype(q, dtype)
@@ -92,13 +97,13 @@ def dequantize_per_tensor(ctx, node, args):
 
 
 @torch_op(f"{_DECOMPOSED}.quantize_per_channel.default")
-def quantize_per_channel(ctx, node, args):
+def quantize_per_channel(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     raise Unsupported("per-channel quantization of a computed tensor is not supported "
                       "(per-channel parameters apply to constant weights)")
 
 
 @torch_op(f"{_DECOMPOSED}.dequantize_per_channel.default")
-def dequantize_per_channel(ctx, node, args):
+def dequantize_per_channel(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     q, scales, zps, axis, _qmin, _qmax, dtype = args[:7]
     _out_dtype(node)
     dtype = _dequantized_dtype(q, dtype)
@@ -110,7 +115,7 @@ def dequantize_per_channel(ctx, node, args):
           f"{_DECOMPOSED}.dequantize_per_tensor.tensor",
           f"{_DECOMPOSED}.dequantize_per_tensor.tensor2",
           f"{_DECOMPOSED}.choose_qparams.tensor", f"{_DECOMPOSED}.choose_qparams_symmetric.tensor")
-def dynamic(ctx, node, args):
+def dynamic(ctx: ImportContext, node: Node, args: list[Any]) -> Value:
     raise Unsupported("dynamic quantization (parameters computed at run time) is not supported: "
                       "quantize statically (prepare_pt2e, calibrate, convert_pt2e)")
 

@@ -27,7 +27,9 @@ def program_bytes() -> bytes:
     """A PT2E-quantized conv + relu (1x4x6x6 -> 1x8x6x6) as ``torch.export.save`` writes it."""
     import torch
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer, get_symmetric_quantization_config)
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
     from torch import nn
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
@@ -206,7 +208,7 @@ def pt2_commands(path: Path, d: Path) -> list[list[str]]:
 def pt2_cases() -> list[Case]:
     cases = []
     for name, (expect, _, _) in EDITS.items():
-        def make(bases: Bases, d: Path, name=name) -> list[list[str]]:
+        def make(bases: Bases, d: Path, name=name, expect=expect) -> list[list[str]]:
             path = d / "m.pt2"
             path.write_bytes(crafted(base_program(bases).read_bytes(), name))
             commands = pt2_commands(path, d)

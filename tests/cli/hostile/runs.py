@@ -14,7 +14,7 @@ from .case import ACCEPTED, EITHER, REFUSED, SEED, Case
 
 
 def npy_header(shape_text: str, descr: str = "<f4") -> bytes:
-    header = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape_text)
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape_text}, }}"
     header += " " * (63 - len(header) % 64) + "\n"
     return b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header.encode()
 

@@ -2,7 +2,7 @@
 working directory holds, input values a float32 input cannot hold, input files and seeds that
 are no such thing. That the verdict on external data is exact (not only accepted) is pinned by
 ``tests/test_api.py``; the writes that must be whole or nothing by ``tests/test_io.py`` and
-``tests/test_builder.py`` (two processes, a full disk)."""
+``tests/build/test_builder.py`` (two processes, a full disk)."""
 
 from __future__ import annotations
 
@@ -128,7 +128,7 @@ def _concurrent_build(bases: Bases, d: Path) -> list[list[str]]:
 
 
 def _one_whole_library(d: Path, runs: list) -> str | None:
-    from canonqnn import integrity
+    from canonqnn.build import integrity
 
     background = _BUILDING.pop(d)
     _, stderr = background.communicate(timeout=300)

@@ -37,12 +37,11 @@ import numpy as np
 import onnx
 import pytest
 
+import _conformance_cases as cases
 import canonqnn
-from canonqnn.builder import build  # (canonqnn.build is the submodule once it is imported)
+from canonqnn.build import build
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 from canonqnn.frontends.onnx import load
-
-import _conformance_cases as cases
 
 # ------------------------------------------------------------------------------------------------
 # Cases whose stored reference is known to be wrong or inconsistent with onnxruntime: compared
@@ -65,7 +64,8 @@ ORT_REFERENCE = {
 # "invalid" (not valid ONNX), "gap" (in scope per the corpus survey but not supported yet).
 REFUSED = [
     (r"dynamicquantizelinear\w*_expanded$", "out of scope", UnsupportedError,
-     r"output scale must be a constant", "DynamicQuantizeLinear (and its function expansion: ReduceMin/Max, Div, Round, Cast ...)"),
+     r"output scale must be a constant",
+     "DynamicQuantizeLinear (and its function expansion: ReduceMin/Max, Div, Round, Cast ...)"),
     (r"_blocked", "out of scope", UnsupportedError,
      r"blocked quantization \(block_size=2\) is not supported",
      "blocked quantization (ai.onnx 21+ block_size)"),

@@ -44,7 +44,7 @@ def test_shape_gather_concat_reshape_folds_to_a_constant_target():
 
 
 def test_float_op_without_a_canonqnn_converter_uses_tvms_and_matches_onnxruntime():
-    from canonqnn.api import ort_session
+    from canonqnn.frontends.onnx.oracle import ort_session
 
     nodes = [helper.make_node("Softsign", ["x"], ["a"]),
              helper.make_node("Div", ["a", "d"], ["y"])]

@@ -10,7 +10,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
-from canonqnn.builder import build
+from canonqnn.build import build
 from canonqnn.errors import UnsupportedError
 
 ONNX_TYPE = {np.int8: TensorProto.INT8, np.uint8: TensorProto.UINT8}

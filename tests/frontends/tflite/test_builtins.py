@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tflite import T, run_tflite, single_op
 
 import canonqnn
+from _tflite import T, run_tflite, single_op
 from canonqnn.errors import UnsupportedError
 from canonqnn.testing.tflite_writer import GraphWriter
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _real_models import ssd_like_tflite
-from _tflite import run_tflite
 
 import canonqnn
+from _real_models import ssd_like_tflite
+from _tflite import run_tflite
 from canonqnn.errors import UnsupportedError
 from canonqnn.testing.tflite_writer import GraphWriter
 

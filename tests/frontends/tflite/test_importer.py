@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tflite import T, single_op
 
+from _tflite import T, single_op
 from canonqnn import _tvm, qdq
 from canonqnn.errors import InvalidModelError, UnsupportedError
 from canonqnn.frontends import tflite
-from canonqnn.testing.tflite_writer import GraphWriter
 from canonqnn.io import module_io
+from canonqnn.testing.tflite_writer import GraphWriter
 
 
 def _conv_model(dtype="int8", h=6, w=5, c=3, o=4):

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _tflite import run_tflite
 
 import canonqnn
+from _tflite import run_tflite
 from canonqnn.errors import UnsupportedError
 from canonqnn.testing.tflite_writer import GraphWriter
 

@@ -4,13 +4,13 @@ TFLite interpreter."""
 
 from __future__ import annotations
 
-import _real_models as real
 import numpy as np
 import pytest
 import tflite
-from _tflite import run_tflite
 from flatbuffers import flexbuffers
 
+import _real_models as real
+from _tflite import run_tflite
 from canonqnn.frontends.tflite.reader import read_model
 from canonqnn.testing.tflite_writer import GraphWriter
 

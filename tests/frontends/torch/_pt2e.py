@@ -121,7 +121,9 @@ def quantize(model: nn.Module, shape, *, per_channel: bool = True, seed: int = 0
              calibration: int = 4) -> torch.export.ExportedProgram:
     """``model`` PT2E-quantized with the XNNPACK quantizer, calibrated on seeded normal data."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
-        XNNPACKQuantizer, get_symmetric_quantization_config)
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     quiet()
@@ -137,7 +139,7 @@ def quantize(model: nn.Module, shape, *, per_channel: bool = True, seed: int = 0
     return torch.export.export(convert_pt2e(prepared), (example,))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def network(name: str, *, per_channel: bool = True, seed: int = 0) -> torch.export.ExportedProgram:
     """One of ``NETWORKS``, its weights (and BatchNorm statistics) seeded, quantized (once per
     test session: the tests only read it)."""

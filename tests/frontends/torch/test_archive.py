@@ -12,15 +12,15 @@ import sys
 
 import pytest
 import torch
-from hostile import ACCEPTED, REFUSED
-from hostile import pt2 as payloads
 
 from canonqnn import _tvm, budget
 from canonqnn.errors import InvalidModelError, ResourceError
 from canonqnn.frontends.torch import archive, load
+from hostile import ACCEPTED, REFUSED
+from hostile import pt2 as payloads
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def base() -> bytes:
     return payloads.program_bytes()
 

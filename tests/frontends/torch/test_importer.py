@@ -5,13 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _pt2e import (executorch_method, network, qdq_program, quantize, quiet, real_values,
-                   run_executorch, save, stored)
 from torch import nn
 from torch.nn import functional as F
 
 import canonqnn
+from _pt2e import (
+    executorch_method,
+    network,
+    qdq_program,
+    quantize,
+    quiet,
+    real_values,
+    run_executorch,
+    save,
+    stored,
+)
 from canonqnn import _tvm, reference
+from canonqnn.build import pipeline
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 from canonqnn.frontends.torch import load
 from canonqnn.io import interface
@@ -42,7 +52,7 @@ def test_unused_float_parameters_are_left_out(cnn):
     """convert_pt2e keeps the float weights in the signature; only the int8 ones are read."""
     float_weights = sum(p.numel() * 4 for n, p in cnn.named_parameters() if n.endswith("weight"))
     int8_weights = sum(b.numel() for n, b in cnn.named_buffers() if "frozen_param" in n)
-    constants = _tvm.constant_bytes(load(cnn))
+    constants = pipeline.constant_bytes(load(cnn))
     assert constants["int8"] >= int8_weights > 0
     assert constants["float32"] < float_weights  # biases and scales only
 

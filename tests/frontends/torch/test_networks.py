@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _pt2e import NETWORKS, executorch_method, network, quiet, run_executorch
-from canonqnn.frontends.torch import load
 
 import canonqnn
-from canonqnn.numerics import probe
+from _pt2e import NETWORKS, executorch_method, network, quiet, run_executorch
+from canonqnn.frontends.torch import load
+from canonqnn.frontends.torch import runtime as torch_runtime
 
 quiet()
 # The float islands each network keeps, by op: what XNNPACK's quantizer leaves in float
@@ -42,7 +42,7 @@ CASES = [pytest.param(name, pc, id=f"{name}-{'pc' if pc else 'pt'}",
 def test_network_is_bit_exact_with_executorch_xnnpack(name, per_channel):
     program = network(name, per_channel=per_channel)
     mod, report = canonqnn.canonicalize(load(program))
-    profile = probe.xnnpack_profile()
+    profile = torch_runtime.profile()
     assert report.numerics == profile.name
     tables = set() if profile.tables == "xnnpack_avx2" else TABLES[name]
     assert {island.op for island in report.float_islands} == ISLANDS[name] | tables

@@ -1,0 +1,200 @@
+"""Build a canonical (or fake-quant) module and run it: legalization + ``tvm.compile``.
+
+``build`` returns a ``Built`` that runs with inputs keyed by the model's input names and
+returns outputs keyed by its output names, converting dtypes at the boundary exactly as the
+module's recorded interface says. ``Built.export`` writes a shared library that
+``tvm.runtime.load_module`` loads; ``load_built`` reads it back with its interface.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import _tvm, budget, numerics
+from .. import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
+from ..errors import CanonqnnError, VerificationError, first_line
+from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, replacing
+from . import integrity, isa, layout, pipeline, runtime, schedule, targets
+from .report import LUT_KERNEL, KernelReport, from_fused_module
+from .tuning import apply_tuning, tune_cpu
+
+KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
+TARGET_FUNCTION = "canonqnn_target"  # the TVM target it was built for (JSON string)
+
+
+@dataclass
+class Built:
+    """A compiled module with its interface."""
+
+    module: Any  # the VM executable (after build) or the loaded runtime module
+    io: ModelIO
+    target: str
+    kernels: KernelReport | None = None
+    tuning: tuple[int, int] | None = None  # (kernels tuned by this build, found tuned) if tuned
+    verification: Any = None  # a reference.Verification when built with verify=True
+
+    def __post_init__(self) -> None:
+        self._vm: Any = None  # made at the first run: code of another architecture never loads here
+        self._foreign = targets.foreign_instructions(self.target)
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        if self._foreign:
+            raise CanonqnnError(f"this build for {self.target} uses instructions this host's "
+                                f"CPU lacks ({', '.join(self._foreign)}): it cannot run here")
+        budget.check_run(self.io, self.kernels)  # before inputs are converted or outputs made
+        if self._vm is None:
+            self._vm = runtime.virtual_machine(self.module)
+        feed = checked_inputs(self.io, inputs)
+        args = [runtime.to_device(feed[info.name]) for info in self.io.inputs]
+        result = runtime.to_numpy(self._vm["main"](*args))
+        values = [result] if len(self.io.outputs) == 1 else list(result)
+        return {info.name: np.asarray(v) for info, v in zip(self.io.outputs, values)}
+
+    def export(self, path: str | os.PathLike) -> str:
+        """Write a shared library (``tvm.runtime.load_module`` loads it) with an integrity
+        record ``load_built`` checks (``canonqnn.build.integrity``). A path ending ``.tar`` gets
+        TVM's gzipped tar of the object files instead, which ``tvm.runtime.load_module`` (or
+        ``load_built``) links where it is loaded; a build for another architecture is written
+        only so, as this host has no linker for it. The tar carries no record: gzip's own
+        CRC-32 and length refuse a damaged one before anything is linked."""
+        path = os.fspath(path)
+        arch = targets.target_arch(self.target)
+        if not targets.is_host_arch(self.target) and not path.endswith(".tar"):
+            raise CanonqnnError(f"cannot write the library {path}: this build is {arch} code, "
+                                f"which this host cannot link; write it as a .tar of object "
+                                f"files (the {arch} machine links it when it loads it)")
+        try:  # written and sealed beside it, then moved onto it: never seen half-written
+            with replacing(path) as temp:
+                runtime.export_library(self.module, temp)
+                if not path.endswith(".tar"):
+                    integrity.seal(temp)
+        except CanonqnnError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (TVM's linker step)
+            raise CanonqnnError(f"cannot write the library {path}: {first_line(exc)}") from None
+        return path
+
+
+def fuse(mod: Any, target: Any = None, *, channels_last: bool = True) -> Any:
+    """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
+    convs run channels-last where that is faster (``canonqnn.build.layout``; ``channels_last=False``
+    keeps every conv NCHW, to compare), and lookup tables count as elementwise, so they fuse
+    into the kernel that produces their input."""
+    return pipeline.fuse_kernels(mod, targets.as_target(target), (LUT_KERNEL,),
+                             quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod),
+                             before_legalize=layout.channels_last if channels_last else None)
+
+
+def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:
+    """The kernels ``build`` would compile ``mod`` into, without compiling them."""
+    return from_fused_module(fuse(mod, target))
+
+
+TUNING_PACKAGES = ("xgboost", "cloudpickle", "psutil")  # MetaSchedule's cost model and workers
+
+
+def build(mod: Any, target: Any = None, *, tune: int = 0,
+          tuning_dir: str | os.PathLike | None = None, verify: bool = False) -> Built:
+    """Legalize ``mod`` (canonical ops -> integer TIR), fuse, schedule and compile it for
+    ``target``.
+
+    ``target`` defaults to the host CPU (``llvm`` with ``mcpu`` from LLVM's own detection).
+    Kernels get canonqnn's CPU schedule (``canonqnn.build.schedule``: vectorized, multi-threaded).
+    With ``tuning_dir``, kernels the MetaSchedule database there has records for use their tuned
+    schedule instead, and ``tune`` > 0 first tunes the kernels it lacks with that many trials in
+    total (the ``tune`` extra). Only kernels with an integer reduction (conv, matmul, pooling)
+    are tuned: elsewhere the CPU schedule is as good, and a tuned schedule of a float reduction
+    may reassociate the sum, where results must stay bit-exact.
+
+    ``verify`` checks the build against the numpy reference interpreter of ``mod``
+    (``canonqnn.ops.reference.verify``) and raises ``VerificationError`` naming every canonical op
+    whose kernel computes otherwise.
+
+    ``mod``'s tensors and a run of it must fit the memory budget (``canonqnn.budget``: set it
+    with ``budget.limit``), else ``ResourceError`` names the tensor before anything is built.
+    """
+    budget.check_module(mod)
+    built = _build(mod, target, tune, tuning_dir)
+    if verify:
+        from ..ops import reference
+
+        built.verification = reference.verify(mod, built,
+                                              build_one=lambda one: _build(one, target, 0, None))
+        if not built.verification.ok:
+            raise VerificationError(f"the build of {built.target} differs from the numpy "
+                                    f"reference:\n{built.verification.summary()}")
+    return built
+
+
+def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | None) -> Built:
+    io = interface(mod)
+    tgt = targets.as_target(target)
+    fused = fuse(mod, tgt)
+    kernels = from_fused_module(fused)
+    tuning = None
+    if tune and tuning_dir is None:
+        raise CanonqnnError("tuning needs a tuning_dir to keep its database in")
+    if tuning_dir is not None:
+        tuning_dir = os.fspath(tuning_dir)
+        if tune:
+            _require_tuning_packages()
+        elif not os.path.isdir(tuning_dir):
+            raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
+        tuning = tune_cpu(fused, tgt, tuning_dir, tune, _tunable)
+        fused = apply_tuning(fused, tgt, tuning_dir)
+    fused = schedule.schedule_cpu(fused, schedule.plan_block, targets.cpu_cores(tgt), tgt)
+    for name, text in ((IO_FUNCTION, json.dumps(io.to_json())),
+                       (KERNELS_FUNCTION, json.dumps(kernels.to_json())),
+                       (TARGET_FUNCTION, str(tgt))):
+        fused = _tvm.with_function(fused, name, _tvm.string_function(text))
+    executable = pipeline.compile_fused(fused, tgt)
+    return Built(executable, io, str(tgt), kernels, tuning)
+
+
+def _tunable(func: Any) -> bool:
+    """Integer reductions, except those on the CPU's dot-product instructions: their
+    tensorized schedule (``dot_kernels``) is theirs, MetaSchedule has no rule for its
+    intrinsics."""
+    dtypes = schedule.reduction_dtypes(func)
+    packed = any(key in annotations for annotations in schedule.root_block_annotations(func)
+                 for key in isa.BLOCK_PLANS)
+    return bool(dtypes) and not packed and not any(d.startswith(("float", "bfloat"))
+                                                   for d in dtypes)
+
+
+def _require_tuning_packages() -> None:
+    import importlib.util
+
+    missing = [p for p in TUNING_PACKAGES if importlib.util.find_spec(p) is None]
+    if missing:
+        raise CanonqnnError(f"tuning needs {', '.join(missing)}: pip install 'canonqnn[tune]'")
+
+
+def load_built(path: str | os.PathLike) -> Built:
+    """Load a library written by ``Built.export`` (or ``canonqnn build``); one without its
+    integrity record, truncated or modified since is refused before its code is loaded. A
+    ``.tar`` (object files) is linked here first."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise CanonqnnError(f"{path}: no such file")
+    if not path.endswith(".tar"):
+        integrity.check(path)
+    try:
+        module = runtime.load_library(path)
+    except Exception as exc:  # noqa: BLE001  (unpacking or linking a .tar: another arch's)
+        lines = dict.fromkeys(line.strip() for line in str(exc).splitlines() if line.strip())
+        detail = "; ".join(lines)
+        raise CanonqnnError(f"{path}: cannot load it here: {detail[:400]}") from None
+    vm = runtime.virtual_machine(module)
+    try:
+        io = ModelIO.from_json(str(vm[IO_FUNCTION]()))
+        kernels = KernelReport.from_json(str(vm[KERNELS_FUNCTION]()))
+        target = str(vm[TARGET_FUNCTION]())  # a library for another CPU: run refuses it
+    except Exception as exc:  # noqa: BLE001  (a library not built by canonqnn)
+        raise CanonqnnError(f"{path}: not a canonqnn library ({exc})") from None
+    return Built(module, io, target, kernels)

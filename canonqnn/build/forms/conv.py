@@ -1,0 +1,166 @@
+"""``canonqnn.conv2d`` on the CPU's int8 dot-product instructions (``forms.dot``), NCHW: output
+pixels in lanes (a row, or a pointwise conv's whole plane as one row), output channels in
+lanes, or a depthwise conv's own form, chosen from the conv's shape and the target's ISA
+(docs/build.md, "Int8 kernels"). Channels-last convs are ``forms.channels_last``'s.
+
+The accumulator is the exact one of ``ops.conv``'s plain loop nest (only the order of the
+integer additions differs), and the bias and requantization are the op's own
+(``conv.output_value``), so ``conv.reference`` specifies every form.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import _tvm
+from ..._tvm import te
+from ...ops import conv
+from .. import targets
+from ..isa import depthwise_isas, isa_for, padded_width
+from . import dot
+
+
+def form(bb: Any, call: Any) -> Any:
+    """The conv ``call`` legalized in the packed form its shape takes on the current target
+    (``_packed_weights``, else ``_depthwise_weights``), or None where none applies: the op's
+    own loop nest then."""
+    a = _tvm.attrs_dict(call)
+    x, w, bias, w_scale, w_zp = call.args
+    o = _tvm.shape_of(w)[0]
+    accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
+    wzp = _tvm.const_value(w_zp)
+    _, _, h, wd = _tvm.shape_of(x)
+    _, cg, kh, kw = _tvm.shape_of(w)
+    oh, ow = conv.out_hw(h, wd, kh, kw, a)
+    packed = _packed_weights(a, call, accumulator, wzp)
+    found = _depthwise_weights(a, call, accumulator, wzp, ow) if packed is None else None
+    if packed is None and found is None:
+        return None
+    kind, table = conv.requant_multipliers(a, _tvm.const_value(w_scale), o)
+    mult = _tvm.const(table, str(table.dtype))
+    wzp_const = _tvm.const(np.broadcast_to(wzp, (o,)).astype(np.int32), "int32")
+    depthwise = found[0] if found is not None else None
+    if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
+        isa, weights, corrected, layout = packed
+        bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
+    else:
+        assert found is not None and depthwise is not None  # packed is None: found is not
+        _, weights, corrected = found
+        w = _tvm.const(weights.packed, depthwise.weight_dtype)
+        if corrected is not None:
+            bias = _tvm.const(corrected, "int32")
+
+    def accumulate(x, w):
+        """``acc(nn, oo, i, j)``: the accumulator without bias, in the form chosen above."""
+        n = int(x.shape[0])
+        if packed is not None and layout == "plane":  # the whole plane as one row
+            acc = dot.te_plane_conv(x, w, isa, a["x_zp"], dot.row_tile(isa, o, oh * ow))
+            return lambda nn, oo, i, j: acc[nn, oo, 0, i * ow + j]
+        if packed is not None and layout == "rows":  # output pixels in lanes: NCHW already
+            acc = dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
+                                  a["padding"], (oh, ow), dot.row_tile(isa, o, ow, oh),
+                                  a["groups"])
+            return lambda nn, oo, i, j: acc[nn, oo, i, j]
+        if packed is not None:  # output channels in lanes
+            lanes = isa.lanes
+            acc = dot.te_packed_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
+                                     a["padding"], (oh, ow),
+                                     {**dot.conv_tile(isa, int(w.shape[0]), ow),
+                                      "macs": n * o * oh * ow * cg * kh * kw}, a["groups"])
+            return lambda nn, oo, i, j: acc[nn, oo // lanes, i, j, oo % lanes]
+        assert depthwise is not None  # neither packed form: the depthwise one
+        acc = dot.te_depthwise_conv(x, w, depthwise, a["x_zp"], a["strides"], a["dilation"],
+                                    a["padding"], (oh, ow), (kh, kw))
+        return lambda nn, oo, i, j: acc[nn, oo, i, j]
+
+    def compute(x, w, bias, mult, wzp):
+        acc = accumulate(x, w)
+        shape = (int(x.shape[0]), o, oh, ow)
+        raw = a["out_dtype"] == "int32"
+        name = "conv2d_acc" if raw else "requant"
+        output = conv.output_value(a, kind, accumulator)
+
+        def value(nn, oo, i, j):
+            return output(acc(nn, oo, i, j), bias, mult, oo)
+
+        if packed is not None and layout == "plane":
+            # each channel's plane as one row of exactly its pixels, then read as NCHW (the
+            # schedule inlines the read: the row is written straight into the output). One
+            # stage reading the padded accumulator at i * W + j would not do: TVM's region
+            # analysis gives that stage a range of j cut short by the padding.
+            row = te.compute((shape[0], o, 1, oh * ow),
+                             lambda nn, oo, i, j: value(nn, oo, 0, j), name=f"{name}_rows")
+            return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * ow + j],
+                              name=name)
+        padded = padded_width(ow, isa if packed is not None and layout == "rows"
+                                      else depthwise)
+        if raw or padded == ow:
+            return te.compute(shape, value, name=name)
+        # requantized on whole vectors of the padded row, then the row's outputs copied out:
+        # a row's tail read from the vector accumulator in pieces stalls on store forwarding
+        whole = te.compute((*shape[:3], padded), value, name="requant_rows")
+        return te.compute(shape, lambda nn, oo, i, j: whole[nn, oo, i, j], name="requant")
+
+    return bb.call_te(compute, x, w, bias, mult, wzp_const, primfunc_name_hint="canonqnn_conv2d")
+
+
+def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
+                       out_width: int):
+    """``(isa, PackedWeights, corrected bias)`` of the depthwise form
+    (``dot.te_depthwise_conv``) where it applies: one output channel per input channel,
+    int8, constant weights, an int32 accumulator, a target with a dot-product instruction;
+    the first of ``isa.depthwise_isas`` the weights are exact on (an int16-pair one
+    where the bias is not constant: it takes no correction, and the bias is None). Else None.
+    ``out_width``: the output row's length."""
+    x, w, bias = call.args[:3]
+    has_feature = targets.current_target_features()
+    if (has_feature is None or not a["groups"] == _tvm.shape_of(x)[1] == _tvm.shape_of(w)[0] > 1
+            or accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)):
+        return None
+    for isa in depthwise_isas(has_feature, out_width):
+        weights = dot.depthwise_weights(_tvm.const_value(w), wzp, a["x_zp"], isa)
+        if weights is None:
+            continue
+        if not _tvm.is_const(bias):
+            if not weights.bias_correction.any():
+                return isa, weights, None
+        elif (found := dot.with_corrected_bias(weights, _tvm.const_value(bias))) is not None:
+            return isa, *found
+    return None
+
+
+def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
+    """``(isa, PackedWeights, bias, layout)`` where the conv runs on the target's dot-product
+    instructions (``forms.dot``): an int8 conv with constant weights and bias and an int32
+    accumulator, not depthwise (``_depthwise_weights``'); else None (the plain loop nest).
+    ``layout``: ``"plane"``, output pixels in lanes with the whole plane as one row
+    (``te_plane_conv``), for the pointwise convs ``dot.plane_as_row`` names; ``"rows"``,
+    output pixels in lanes (``te_row_conv``), where the output row fills the vectors; else
+    ``"channels"``, output channels in lanes (``te_packed_conv``), where each group's output
+    channels fill whole vectors."""
+    x, w, bias = call.args[:3]
+    if (accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
+            or not _tvm.is_const(bias)):
+        return None
+    _, c, h, wd = _tvm.shape_of(x)
+    o, _, kh, kw = _tvm.shape_of(w)
+    groups = a["groups"]
+    has_feature = targets.current_target_features()
+    isa = isa_for(has_feature) if has_feature is not None else None
+    if isa is None or groups == c == o > 1:  # depthwise: its own form
+        return None
+    pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
+                 and not any(a["padding"]))
+    if pointwise and dot.plane_as_row((h, wd), o, isa):
+        layout = "plane"
+    elif dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], isa):
+        layout = "rows"
+    elif groups > 1 and (o // groups) % isa.lanes:
+        return None
+    else:
+        layout = "channels"
+    found = dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], isa,
+                                   _tvm.const_value(bias), rows=layout != "channels")
+    return None if found is None else (isa, *found, layout)

@@ -1,0 +1,155 @@
+"""``canonqnn.matmul`` on the CPU's int8 dot-product instructions (``forms.dot``): ``b``'s
+columns in lanes, a constant ``b`` packed at build time like a 1x1 conv's weights, a run-time
+one inside the kernel as int16 pairs.
+
+The accumulator is the exact one of ``ops.matmul``'s plain loop nest (only the order of the
+integer additions differs), and the bias and requantization are the op's own
+(``matmul.te_output``), so ``matmul.reference`` specifies both.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ... import _tvm
+from ..._tvm import te, tirx
+from ...ops import matmul
+from ...ops.matmul import broadcast_index
+from .. import targets
+from ..isa import ANNOTATION, DotISA, isa_for, isa_named
+from . import dot
+
+
+def form(bb: Any, call: Any) -> Any:
+    """The matmul ``call`` legalized on the current target's dot-product ISA
+    (``te_packed_matmul``), or None where no packed form applies (``_packed_isa``): the op's
+    own loop nest then."""
+    a = _tvm.attrs_dict(call)
+    a_q, b_q, bias, b_scale, b_zp = call.args
+    accumulator = _tvm.dtype_of(bias)
+    isa = _packed_isa(a, call, accumulator)
+    if isa is None:
+        return None
+    a_shape, b_shape = _tvm.shape_of(a_q), _tvm.shape_of(b_q)
+    shape = matmul.out_shape(a_shape, b_shape)
+    n = b_shape[-1]
+    bzp = _tvm.const_value(b_zp)
+    kind, table = matmul.requant_multipliers(a, _tvm.const_value(b_scale), n)
+    mult = _tvm.const(table, str(table.dtype))
+    bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
+
+    constant_b = _constant_b(a, call, bzp, isa)
+    if constant_b is not None:  # packed at build time
+        weights, corrected = constant_b
+        bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
+    else:  # packed inside the kernel, as int16 pairs (no correction needed)
+        isa = isa_named(isa.pair2)
+
+    def compute(x, w, bias, mult, wzp):
+        lanes, batch = isa.lanes, shape[:-2]
+        columns = -(-n // lanes)
+        packed_acc = te_packed_matmul(
+            x, w, isa, a["a_zp"], batch,
+            {**dot.conv_tile(isa, columns, a_shape[-2]),
+             "macs": int(np.prod(shape)) * a_shape[-1]},
+            b_zp=None if constant_b is not None else wzp)
+
+        def acc(*idx):
+            flat = 0
+            for i, dim in zip(idx[:-2], batch):
+                flat = flat * dim + i
+            return packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
+
+        return matmul.te_output(shape, acc, bias, mult, kind, a, accumulator)
+
+    return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
+                      primfunc_name_hint="canonqnn_matmul")
+
+
+def _packed_isa(a: dict[str, Any], call: Any, accumulator: str):
+    """The dot-product ISA the matmul runs on (``te_packed_matmul``): int8 operands, exact
+    accumulation in int32, a constant bias, a target with one; else None (the plain loop
+    nest)."""
+    a_q, b_q, bias = call.args[:3]
+    has_feature = targets.current_target_features()
+    if (has_feature is None or a.get("accumulate") != "exact" or accumulator != "int32"
+            or _tvm.dtype_of(a_q) != "int8" or _tvm.dtype_of(b_q) != "int8"
+            or not _tvm.is_const(bias)):
+        return None
+    return isa_for(has_feature)
+
+
+def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray, isa: Any):
+    """``(PackedWeights, bias)`` for a constant 2-D ``b`` on ``isa``, packed at build time
+    like a 1x1 conv's weights; None where it is not constant or its packed form would not be
+    exact (a run-time ``b`` is packed inside the kernel, on ``vpmaddwd``)."""
+    b_q, bias = call.args[1], call.args[2]
+    if not _tvm.is_const(b_q) or len(_tvm.shape_of(b_q)) != 2:
+        return None
+    as_conv = _tvm.const_value(b_q).T[:, :, None, None]  # [N, K, 1, 1]
+    return dot.packed_weights_for(as_conv, bzp, a["a_zp"], isa, _tvm.const_value(bias))
+
+
+def _unravel(flat: Any, shape: tuple[int, ...]) -> list[Any]:
+    """The indices of a flat (row-major) index into ``shape``."""
+    index: list[Any] = []
+    for dim in reversed(shape):
+        index.insert(0, flat % dim)
+        flat = flat // dim
+    return index
+
+
+def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[int, ...],
+                     tile: dict[str, int], b_zp: Any = None) -> Any:
+    """The packed accumulator of ``a`` [..., M, K] (int8) times ``b``, ``acc[batch, n // L,
+    0, m, n % L]`` with the output's batch dims ``out_batch`` flattened, in the loop structure
+    of ``dot.te_packed_conv`` (rows = batch x column blocks, tiles along m) so one schedule
+    serves both. ``b`` is either a constant packed as a 1x1 conv's weights
+    (``dot.pack_conv_weights``, 6-D), or a run-time int8 [..., K, N] with per-column zero
+    points ``b_zp`` (an int32 TE tensor), packed inside the kernel as int16 ``b - b_zp``
+    (``pair`` 2 only: no correction is needed, the products are exact)."""
+    *lead, m, k = (int(d) for d in a.shape)
+    a_lead = tuple(lead)
+    batch = int(np.prod(out_batch)) if out_batch else 1
+    lanes, pair = isa.lanes, isa.pair
+
+    def pack(nb, row, co, ci):
+        kk = co * pair + ci
+        value = a[(*broadcast_index(_unravel(nb, out_batch), a_lead), row, kk)]
+        return tirx.if_then_else(kk < k, dot.activation(value, a_zp, isa),
+                                 dot.activation_zero(a_zp, isa))
+
+    ap = te.compute((batch, m, -(-k // pair), pair), pack, name="a_pack")
+    kb = int(ap.shape[2])
+    if len(b.shape) == 6:  # constant, packed at build time
+        oo = int(b.shape[0])
+
+        def weight(nb, o, rc, ol, rk):
+            return b[o, 0, 0, rc, ol, rk]
+    else:
+        *b_lead, _, n = (int(d) for d in b.shape)
+        oo = -(-n // lanes)
+
+        def pack_b(nb, o, g, ol, p):
+            kk, col = g * pair + p, o * lanes + ol
+            value = b[(*broadcast_index(_unravel(nb, out_batch), tuple(b_lead)), kk, col)]
+            real = (value.astype("int16") - b_zp[col].astype("int16")).astype("int16")
+            return tirx.if_then_else(tirx.all(kk < k, col < n), real, tirx.const(0, "int16"))
+
+        bp = te.compute((batch, oo, kb, lanes, pair), pack_b, name="b_pack")
+
+        def weight(nb, o, rc, ol, rk):
+            return bp[nb, o, rc, ol, rk]
+
+    ry = te.reduce_axis((0, 1), "ry")
+    rx = te.reduce_axis((0, 1), "rx")
+    rc = te.reduce_axis((0, kb), "rc")
+    rk = te.reduce_axis((0, pair), "rk")
+    return te.compute(
+        (batch, oo, 1, m, lanes),
+        lambda nb, o, i, j, ol: te.sum(
+            ap[nb, j + i + ry + rx, rc, rk].astype("int32")
+            * weight(nb, o, rc, ol, rk).astype("int32"), axis=[ry, rx, rc, rk]),
+        name="acc_packed", attrs={ANNOTATION: {"intrinsic": isa.intrinsic, **tile}})

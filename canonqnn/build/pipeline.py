@@ -1,0 +1,127 @@
+"""TVM's CPU pipeline as the build runs it: legalization, fusion, compilation; and the constants a
+module carries into it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax, te, tirx
+
+from .._tvm import attrs_dict, const_value, is_const
+from . import forms  # noqa: F401  (installs the build's kernel forms as the ops' FLegalize)
+
+# FuseOps fuses up to 256 ops into one kernel; a chain of float elementwise ops a model keeps
+# (pre- and post-processing) then becomes one PrimFunc with a block and a buffer per op, which
+# LLVM compiles in time growing faster than the chain (300 relus: 14.5 s; TVM's own unfused
+# build of the model: 0.7 s). Kernels of at most 8 ops compile in about TVM's time (300: 1.1 s;
+# 3,000: 3.4 s against TVM's 3.7 s; docs/benchmarks.md) and hold every canonical fusion (an op
+# with its requantize, clamp and table).
+MAX_FUSE_DEPTH_KEY, MAX_FUSE_DEPTH = "relax.FuseOps.max_depth", 8
+
+
+def _quantize_by_reciprocal(bb: Any, call: Any) -> Any:
+    """``relax.quantize`` as ``clip(RNE(f32(x * f32(1 / scale))) + zp)``: XNNPACK's (and
+    PyTorch's) quantize multiplies by the float32 reciprocal of the scale, where TVM's own
+    legalization divides (as ONNX's QuantizeLinear)."""
+    x, scale, zp = call.args
+    attrs = attrs_dict(call)
+    axis, out_dtype = int(attrs["axis"]), str(attrs["out_dtype"])
+    recip = (np.float32(1) / const_value(scale).astype(np.float32)).astype(np.float32)
+    info = np.iinfo(out_dtype)
+    lo, hi = (tirx.const(float(v), "float32") for v in (info.min, info.max))
+
+    def compute(data: Any, r: Any, z: Any) -> Any:
+        def elem(*i: Any) -> Any:
+            k = () if len(r.shape) == 0 else (i[axis],)
+            v = tirx.round(data(*i) * r(*k)) + z(*k).astype("float32")
+            return te.max(te.min(v, hi), lo).astype(out_dtype)
+
+        return te.compute(data.shape, elem, name="quantize")
+
+    return bb.call_te(compute, x, relax.const(recip), zp, primfunc_name_hint="quantize")
+
+
+def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
+                 quantize_by_reciprocal: bool = False,
+                 before_legalize: Callable[[Any], Any] | None = None) -> Any:
+    """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
+    FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
+    ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion;
+    ``quantize_by_reciprocal``: ``relax.quantize`` multiplies by the reciprocal of its scale
+    (``_quantize_by_reciprocal``); ``before_legalize(mod)``, run under the target just before
+    LegalizeOps (the layout pass).
+
+    AnnotateTIROpPattern classifies a table gather as opaque, which stops FuseOps at it; a
+    pre-set 0 is overwritten (0 counts as unset), hence a pass after the annotation.
+    """
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    @tvm.transform.module_pass(opt_level=0, name="canonqnn.MarkElementwiseKernels")
+    def mark_elementwise(m: Any, _ctx: Any) -> Any:
+        for gv, func in list(m.functions_items()):
+            if isinstance(func, tirx.PrimFunc) and gv.name_hint.startswith(
+                    tuple(elementwise_kernels)):
+                m[gv] = func.with_attr("op_pattern", 0)
+        return m
+
+    @tvm.transform.module_pass(opt_level=0, name="canonqnn.BeforeLegalize")
+    def before(m: Any, _ctx: Any) -> Any:
+        return before_legalize(m) if before_legalize is not None else m
+
+    passes = cpu.library_dispatch_passes(target) + [
+        before,
+        relax.transform.LegalizeOps(
+            {"relax.quantize": _quantize_by_reciprocal} if quantize_by_reciprocal else None),
+        relax.transform.AnnotateTIROpPattern(), mark_elementwise,
+        relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+    current = tvm.transform.PassContext.current()
+    config = {**dict(current.config), MAX_FUSE_DEPTH_KEY: MAX_FUSE_DEPTH}
+    with target, tvm.transform.PassContext(opt_level=current.opt_level, config=config,
+                                           instruments=list(current.instruments)):
+        return tvm.transform.Sequential(passes)(mod)
+
+
+def compile_fused(mod: Any, target: Any) -> Any:
+    """Compile a module returned by ``fuse_kernels`` (TVM's remaining CPU passes)."""
+    from tvm.relax.backend.cpu_generic import pipeline as cpu
+
+    @tvm.transform.module_pass(opt_level=0, name="canonqnn.LowerFused")
+    def lower(m: Any, _ctx: Any) -> Any:
+        with target:
+            return tvm.transform.Sequential(cpu.dataflow_lower_passes(target)
+                                            + cpu.finalize_passes(target))(m)
+
+    return tvm.compile(mod, target=target, relax_pipeline=lower)
+
+
+def compile_kernel(func: Any, target: Any) -> Any:
+    """One PrimFunc compiled alone as the build compiles it (for timing kernels)."""
+    return tvm.compile(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}),
+                       target=target).jit()
+
+
+def legalize(mod: Any) -> Any:
+    return relax.transform.LegalizeOps()(mod)
+
+
+def constant_bytes(mod: Any) -> dict[str, int]:
+    """Bytes of the distinct constants in ``mod``'s Relax functions, by dtype (what a built
+    module carries as weights and parameters)."""
+    seen: set[Any] = set()
+    sizes: dict[str, int] = {}
+
+    def visit(expr: Any) -> None:
+        if is_const(expr) and expr.__hash__() not in seen:
+            seen.add(expr.__hash__())
+            value = expr.value
+            dtype = str(value.dtype)
+            count = int(np.prod([int(d) for d in value.shape])) if len(value.shape) else 1
+            sizes[dtype] = sizes.get(dtype, 0) + count * np.dtype(dtype).itemsize
+
+    for _, func in mod.functions_items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return sizes

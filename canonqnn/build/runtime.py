@@ -1,0 +1,51 @@
+"""Running and shipping what the build compiled: TVM's VM, device tensors, shared libraries."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import relax
+
+
+def virtual_machine(executable_or_module: Any) -> Any:
+    return relax.VirtualMachine(executable_or_module, tvm.cpu())
+
+
+@contextlib.contextmanager
+def quiet_native_log():
+    """Silence TVM's C++ log lines (VM export/load prints one warning per function)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+
+
+def export_library(executable: Any, path: str) -> None:
+    with quiet_native_log():
+        executable.export_library(path)
+
+
+def load_library(path: str) -> Any:
+    with quiet_native_log():
+        return tvm.runtime.load_module(path)
+
+
+def to_device(array: np.ndarray) -> Any:
+    return tvm.runtime.tensor(np.require(array, requirements="C"), tvm.cpu())  # keeps 0-d
+
+
+def to_numpy(value: Any) -> Any:
+    """VM results (a tensor or a nested tuple of tensors) as numpy arrays."""
+    if hasattr(value, "numpy"):
+        return value.numpy()
+    return [to_numpy(v) for v in value]

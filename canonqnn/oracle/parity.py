@@ -1,0 +1,232 @@
+"""Parity: a model's source runtime and the canonical TVM build on the same inputs, compared.
+
+The driver converts the model (``canonqnn.api.load``, ``canonqnn.rewrites.canonicalize``),
+builds it, and runs the source runtimes its format's oracle makes (``canonqnn.formats``,
+``oracle.source``) beside the build; where the specification runtime differs, ``divergence``
+finds the first diverging layer.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import budget, formats
+from ..api import _source_name, load
+from ..build import build
+from ..errors import CanonqnnError, ParityError
+from ..io import ModelIO, checked_inputs, module_io, nonfinite_inputs, random_inputs
+from ..numerics import get as get_profile
+from ..numerics import source_profile
+from .source import SourceRuntime, not_compared
+
+
+@dataclass
+class OutputParity:
+    name: str
+    exact_fraction: float
+    max_abs_diff: float  # in units of the output's quantization step (LSB)
+    elements: int
+
+
+@dataclass
+class ParityResult:
+    outputs: list[OutputParity]
+    canonical_ops: dict[str, int]
+    float_islands: list[dict[str, str]]
+    reference: str
+    target: str
+    runs: int
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def exact(self) -> bool:
+        return all(o.exact_fraction == 1.0 for o in self.outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "outputs": [o.__dict__ for o in self.outputs],
+            "canonical_ops": self.canonical_ops,
+            "float_islands": self.float_islands,
+            "reference": self.reference,
+            "target": self.target,
+            "runs": self.runs,
+            "exact": self.exact,
+            **self.extra,
+        }
+
+    def summary(self) -> str:
+        lines = [f"reference: {self.reference}", f"target: {self.target}",
+                 f"runs: {self.runs}"]
+        if "numerics" in self.extra:
+            lines.append(f"numerics: {self.extra['numerics']} (this host's runtime: "
+                         f"{self.extra['runtime_numerics']})")
+        if "nonfinite_inputs" in self.extra:
+            lines.append("inputs holding NaN or infinity (given, not made by canonqnn; runtimes "
+                         "may quantize them differently): " + ", ".join(
+                             f"{name}: {n['nan']} NaN, {n['inf']} inf"
+                             for name, n in self.extra["nonfinite_inputs"].items()))
+        if "numerics_differences" in self.extra:
+            lines.append("  the module was converted for other numerics than the runtime's: "
+                         "values may differ where")
+            lines += [f"    {d}" for d in self.extra["numerics_differences"]]
+        for o in self.outputs:
+            lines.append(f"output {o.name}: exact {100 * o.exact_fraction:.4f}% of "
+                         f"{o.elements} values, max |diff| {o.max_abs_diff:g} LSB")
+        lines.append("canonical ops: " + (", ".join(f"{k} x{v}" for k, v in
+                                                    sorted(self.canonical_ops.items())) or "none"))
+        if self.float_islands:
+            lines.append(f"float islands ({len(self.float_islands)}):")
+            lines += [f"  {i['op']}: {i['reason']}" for i in self.float_islands]
+        else:
+            lines.append("float islands: none")
+        for other in self.extra.get("also_compared", []):
+            lines.append(f"also compared (not the specification): {other['reference']}")
+            lines += [f"  output {o['name']}: exact {100 * o['exact_fraction']:.4f}%, max |diff| "
+                      f"{o['max_abs_diff']:g} LSB" for o in other["outputs"]]
+        if "first_divergence_summary" in self.extra:
+            lines.append(self.extra["first_divergence_summary"])
+        lines.append("PARITY: " + ("bit-exact" if self.exact else "DIFFERS"))
+        return "\n".join(lines)
+
+
+def _compare(name: str, ref: np.ndarray, got: np.ndarray, lsb: float | None) -> tuple[int, float]:
+    if ref.shape != got.shape:
+        raise ParityError(f"output {name!r}: shape {got.shape} differs from the source "
+                          f"runtime's {ref.shape}")
+    ref, got = ref.reshape(-1), got.reshape(-1)
+    same, worst = 0, [0.0]
+    # in chunks: float64 copies of whole outputs (exact for every int32 and float32 value)
+    # would hold 16 bytes per element of each output at once
+    for start in range(0, ref.size, _COMPARE_CHUNK):
+        a, b = ref[start:start + _COMPARE_CHUNK], got[start:start + _COMPARE_CHUNK]
+        equal = (a == b) | (np.isnan(a) & np.isnan(b))  # NaN where both have NaN is the same
+        with np.errstate(invalid="ignore"):  # inf - inf: where equal, set to 0 below
+            diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        diff[equal] = 0.0
+        same += int(np.count_nonzero(equal))
+        worst.append(float(np.nan_to_num(diff, nan=np.inf).max()))  # NaN against a number
+    largest = float(np.max(worst))
+    return same, largest / lsb if lsb else largest
+
+
+_COMPARE_CHUNK = 1 << 20
+
+
+def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
+                     feeds: list[dict[str, np.ndarray]]) -> tuple[list, list, dict, Any]:
+    """Per runtime, the values equal to the build's and the largest difference (in LSB) per
+    output; the values compared per output; the first input on which the specification runtime
+    (the first) differs. A runtime only compared beside it that fails stops being compared."""
+    same = [{o.name: 0 for o in io.outputs} for _ in runtimes]
+    worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
+    total = {o.name: 0 for o in io.outputs}
+    differing_feed = None
+    for feed in feeds:
+        got = built.run(feed)
+        for k, runtime in enumerate(runtimes):
+            if runtime.run is None:
+                continue
+            try:
+                refs = runtime.run(feed)
+            except ParityError as exc:
+                if k == 0:
+                    raise
+                runtime.description = not_compared(runtime.description, exc)
+                runtime.run = None
+                continue
+            for info, ref in zip(io.outputs, refs):
+                n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
+                same[k][info.name] += n_same
+                worst[k][info.name] = max(worst[k][info.name], max_diff)
+                if k == 0:
+                    total[info.name] += int(np.asarray(ref).size)
+                    if n_same < np.asarray(ref).size and differing_feed is None:
+                        differing_feed = feed
+    return same, worst, total, differing_feed
+
+
+def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
+           *, runs: int = 3, seed: int = 0, target: Any = None,
+           input_shapes: dict[str, Any] | None = None, numerics: Any = None,
+           outputs: list[str] | None = None) -> ParityResult:
+    """Run the source runtime and the canonical TVM build on the same inputs and compare.
+
+    The source runtimes are the format's (``canonqnn.formats``): onnxruntime for ONNX models,
+    the TFLite interpreter's reference kernels for TFLite models (its optimized kernels are
+    compared too, in ``extra``), ExecuTorch's XNNPACK delegate for PyTorch programs.
+    ``inputs``: one dict (or a list of dicts) keyed by input name; default ``runs`` seeded
+    random inputs.
+    ``numerics``: the profile to convert for (default: the source runtime's on this host,
+    probed); the result names it and, where it is not the runtime's, how the two differ.
+    ``outputs``: compare these tensors of the model (it is cut there, ``load``) instead of its
+    outputs.
+    """
+    from ..rewrites import canonicalize
+
+    options = {k: v for k, v in (("input_shapes", input_shapes), ("outputs", outputs)) if v}
+    mod, report = canonicalize(load(model, **options), numerics=numerics)
+    estimate = budget.check_module(mod, _source_name(model))
+    io = module_io(mod)
+    if io is None:
+        raise CanonqnnError("module has no recorded interface")
+    assert report.numerics is not None  # canonicalize records the profile it converted for
+    module_profile = get_profile(report.numerics)
+    if not io.outputs:
+        raise CanonqnnError("the model has no outputs: parity would compare nothing")
+    given = None if inputs is None else [inputs] if isinstance(inputs, dict) else list(inputs)
+    if given is None and runs < 1:
+        raise CanonqnnError(f"parity needs at least one run, not {runs}")
+    if given is not None and not given:
+        raise CanonqnnError("parity needs at least one input, not an empty list")
+    fmt = formats.get(io.source)  # (of a saved module too: the model it was converted from)
+    budget.check_parity(io, estimate, len(given) if given is not None else runs,
+                        fmt.parity_runtimes)
+    if given is None:
+        feeds = [random_inputs(io, seed + i) for i in range(runs)]
+    else:
+        feeds = [checked_inputs(io, feed) for feed in given]  # the runtimes see the same data
+    runtimes = fmt.function("runtimes")(model, io, module_profile)
+    try:
+        built = build(mod, target)
+        same, worst, total, differing_feed = _run_and_compare(io, built, runtimes, feeds)
+    finally:
+        for runtime in runtimes:
+            runtime.close()
+    per_runtime = [[OutputParity(o.name, same[k][o.name] / max(total[o.name], 1),
+                                 worst[k][o.name], total[o.name]) for o in io.outputs]
+                   for k in range(len(runtimes))]
+    islands = [{"op": i.op, "var": i.var, "reason": i.reason} for i in report.float_islands]
+    also = [{"reference": r.description,
+             "outputs": [o.__dict__ for o in outs] if r.run is not None else []}
+            for r, outs in zip(runtimes[1:], per_runtime[1:])]
+    extra: dict[str, Any] = {"numerics": report.numerics}
+    if nonfinite := nonfinite_inputs(feeds):
+        extra["nonfinite_inputs"] = nonfinite
+    runtime_profile = source_profile(io.source)
+    extra["runtime_numerics"] = runtime_profile.name
+    if module_profile.name != runtime_profile.name:
+        extra["numerics_differences"] = module_profile.differences(runtime_profile) or [
+            "none in the arithmetic choices the profiles name"]
+    if also:
+        extra["also_compared"] = also
+    if differing_feed is not None:
+        from .divergence import first_divergence
+
+        tensors = getattr(fmt.implementation(), "runtime_tensors", None)
+        found = first_divergence(mod, built, differing_feed, lambda one: build(one, target),
+                                 tensors(model, module_profile) if tensors else None)
+        extra["first_divergence"] = found.to_json() if found else None
+        extra["first_divergence_summary"] = found.summary() if found else (
+            "first diverging layer: none found (every canonical op equals its reference and "
+            "the runtime's recorded tensors; the difference is in a float island or after "
+            "the last canonical op)")
+    return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
+                        runtimes[0].description, built.target, len(feeds), extra)
+
+
+def to_json_text(result: ParityResult) -> str:
+    return json.dumps(result.to_json(), indent=2)

@@ -1,0 +1,88 @@
+"""The CPU schedule build gives untuned kernels: what each loop nest gets, and that the scheduled
+build stays bit-exact and multi-threaded."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import canonqnn
+from canonqnn import _tvm
+from canonqnn.build import pipeline, targets
+from canonqnn.build.builder import Built
+from canonqnn.build.schedule import (
+    ACC_LANES,
+    MIN_PARALLEL_WORK,
+    BlockPlan,
+    plan_block,
+    schedule_cpu,
+)
+from canonqnn.frontends.onnx.oracle import ort_session
+from canonqnn.io import module_io
+from canonqnn.testing import onnx_models as models
+
+CONV = ["S", "S", "S", "S", "R", "R", "R"]
+
+
+def test_conv_moves_output_columns_inside_the_reduction_and_blocks_channels():
+    plan = plan_block(CONV, [1, 64, 32, 32, 64, 3, 3], cores=2)
+    assert plan.inner == 1  # j (32 columns) fills a vector on its own
+    assert plan.block == ACC_LANES // 32
+    assert plan.parallel >= 2  # n alone is one chunk; n x channel blocks is enough
+
+
+def test_short_rows_take_the_row_loop_inside_too():
+    plan = plan_block(CONV, [1, 256, 8, 8, 128, 1, 1], cores=2)
+    assert plan.inner == 2  # 8 columns are less than a vector: rows x columns = 64 lanes
+    assert plan.block == 1
+
+
+def test_channel_block_divides_the_channels():
+    assert plan_block(CONV, [1, 24, 16, 16, 8, 3, 3], cores=2).block == 4
+    assert plan_block(CONV, [1, 3, 16, 16, 8, 3, 3], cores=2).block == 1
+
+
+def test_matmul_keeps_its_output_columns_innermost():
+    plan = plan_block(["S", "S", "S", "R"], [1, 64, 512, 128], cores=2)
+    assert plan.inner == 1 and plan.parallel >= 1
+
+
+def test_elementwise_block_is_parallel_outside_its_last_loop_only_when_large():
+    big = plan_block(["S", "S", "S", "S"], [1, 64, 64, 64], cores=2)
+    assert big == BlockPlan(inner=0, block=1, parallel=2)
+    small = plan_block(["S", "S", "S", "S"], [1, 4, 8, 8], cores=2)
+    assert small.is_noop and MIN_PARALLEL_WORK > 4 * 8 * 8
+
+
+def test_one_core_gets_no_parallel_loop():
+    assert plan_block(CONV, [1, 64, 32, 32, 64, 3, 3], cores=1).parallel == 0
+
+
+def test_nest_with_spatial_loops_inside_the_reduction_is_left_alone():
+    assert plan_block(["S", "R", "S"], [64, 64, 64], cores=2).is_noop
+
+
+@pytest.fixture(scope="module")
+def conv_model():
+    q = models.quantize(models.resnet_like(resolution=32, width=2), fmt="qdq", activation="s8",
+                        per_channel=True)
+    mod, _ = canonqnn.canonicalize(canonqnn.load(q))
+    return q, mod
+
+
+def test_scheduled_kernels_run_parallel_loops_and_match_the_unscheduled_build(conv_model):
+    q, mod = conv_model
+    target = targets.host_target()
+    fused = canonqnn.build.fuse(mod, target)
+    scheduled = schedule_cpu(fused, plan_block, cores=2)
+    text = _tvm.script(scheduled)
+    assert "T.parallel" in text and "T.parallel" not in _tvm.script(fused)
+    assert "T.parallel" not in _tvm.script(schedule_cpu(fused, plan_block, cores=1))
+
+    x = models.random_input(3, models.input_shape(q))
+    plain = Built(pipeline.compile_fused(fused, target), module_io(mod), str(target)).run(
+        {"input": x})
+    built = canonqnn.build(mod).run({"input": x})
+    assert np.array_equal(plain["logits"], built["logits"])
+    session, _ = ort_session(q)
+    assert np.array_equal(built["logits"], session.run(None, {"input": x})[0])
