@@ -292,7 +292,7 @@ def test_importing_the_root_qparams_or_tables_imports_no_tvm_nor_model_format():
     assert out == ["canonqnn []", "canonqnn.qparams []", "canonqnn.tables []"]
 
 
-def test_a_child_process_imports_the_source_runtimes_without_tvm():
+def test_a_child_process_imports_the_source_runtimes_without_tvm(tmp_path):
     # What parity's children import (``canonqnn.oracle.isolated``, each format's runtime and
     # their packages' __init__) must not load TVM: a child would take seconds to start.
     runtimes = [m for m in SOURCES if layer_of(m) in ("oracle", *_RUNTIMES)]
@@ -300,8 +300,10 @@ def test_a_child_process_imports_the_source_runtimes_without_tvm():
             f"for name in {runtimes!r}:\n"
             "    __import__(name)\n"
             "print(sorted({'tvm', 'tflite'} & set(sys.modules)))\n")
+    # (from another folder: ``python -c`` puts the working directory first on sys.path, where
+    # the repository's canonqnn/ has no frontends/ under it unless installed editable)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+                         check=True, cwd=tmp_path).stdout.splitlines()
     assert "canonqnn.frontends.torch.runtime" in runtimes and out == ["[]"]
 
 

@@ -49,8 +49,8 @@ class CanonicalOp:
     # it folds into that attribute (rewrites.epilogue).
     absorbs_clamp: bool = False
     # A lookup table that follows it belongs to its output stage: the build fuses the table into
-    # the op's kernel (kernels.build_report flags a table it left alone), and pattern authors
-    # get a ``<op>_lut`` group (patterns.table).
+    # the op's kernel (the kernel report, ``build.report``, flags a table it left alone), and
+    # pattern authors get a ``<op>_lut`` group (patterns.table).
     absorbs_table: bool = False
     _op: list[Any] = field(default_factory=list, repr=False, compare=False)
 

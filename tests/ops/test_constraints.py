@@ -22,7 +22,7 @@ from canonqnn.io import IO_ATTR, ModelIO
 from canonqnn.ops import REGISTRY, UnsupportedRounding, conv, matmul, spec
 from canonqnn.qparams import QParams
 
-ROOT = pathlib.Path(canonqnn.__file__).parent.parent
+ROOT = pathlib.Path(__file__).resolve().parents[2]  # the repository (an install has no docs)
 SPEC = ROOT / "docs" / "spec.md"
 # Names the copies of the ops' constraints had before they became the ops' own: none may return.
 FORMER_COPIES = ("_check_16x8", "_sixteen_bit", "check_sixteen_bit", "check_activation_dtype",
