@@ -11,16 +11,10 @@ processes, which import no TVM.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .. import lazy_exports
 
 # name -> the submodule defining it
 _EXPORTS = {"load": "importer", "is_tflite": "reader", "read_model": "reader",
             "runtimes": "oracle", "profile": "runtime"}
 __all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:  # read at each use: a test may replace the submodule's function
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -8,16 +8,10 @@ torch, not TVM: parity's child processes run them."""
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .. import lazy_exports
 
 # name -> the submodule defining it
 _EXPORTS = {"load": "importer", "read_program": "importer", "runtimes": "oracle",
             "profile": "runtime"}
 __all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _EXPORTS:  # the importer brings TVM: loaded on first use
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)
