@@ -8,7 +8,6 @@ finds the first diverging layer.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,7 +225,3 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             "the last canonical op)")
     return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
                         runtimes[0].description, built.target, len(feeds), extra)
-
-
-def to_json_text(result: ParityResult) -> str:
-    return json.dumps(result.to_json(), indent=2)
