@@ -103,9 +103,20 @@ def _canonical(model: str, shapes: Sequence[str] | None = None, profile: str | N
                                 f"{recorded.name if recorded else 'unknown'}; convert the model "
                                 f"again with --numerics {profile}")
         return mod, Report(numerics=recorded.name if recorded else None)
+    _print_notes(mod)
     mod, report = canonicalize(mod, numerics=profile)
     budget.check_module(mod, model)
     return mod, report
+
+
+def _print_notes(mod) -> None:
+    """What the import chose for the user (``ModelIO.notes``), on stderr as compilers print
+    notes: stdout stays the command's output (``--json``)."""
+    from .io import module_io
+
+    io = module_io(mod)
+    for note in io.notes if io is not None else []:
+        print(f"canonqnn: note: {note}", file=sys.stderr)
 
 
 def cmd_convert(args) -> int:

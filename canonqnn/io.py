@@ -42,6 +42,9 @@ class ModelIO:
     outputs: list[TensorInfo]
     rounding: str = "rne_f32"
     extra: dict[str, Any] = field(default_factory=dict)
+    # What the import chose for the caller, one sentence each (an ONNX input's dynamic batch
+    # dimension set to 1): the command line prints them.
+    notes: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,7 +58,8 @@ class ModelIO:
                     for t in items]
 
         return ModelIO(record["source"], tensors(record["inputs"]), tensors(record["outputs"]),
-                       record.get("rounding", "rne_f32"), record.get("extra", {}))
+                       record.get("rounding", "rne_f32"), record.get("extra", {}),
+                       [str(note) for note in record.get("notes", [])])
 
 
 def module_io(mod: Any) -> ModelIO | None:

@@ -375,6 +375,40 @@ def xnnpack_add_multipliers(a_scale: float, b_scale: float, out_scale: float) \
     return int(np.rint(float(ra) * 2.0 ** shift)), int(np.rint(float(rb) * 2.0 ** shift)), shift
 
 
+XNNPACK_CONVERT_RATIO_RANGE = (2.0 ** -8, 2.0 ** 7)  # in_scale / out_scale, both ends in
+
+
+def xnnpack_convert_multiplier(in_scale: float, out_scale: float) -> int | None:
+    """The 8.8 fixed-point multiplier of XNNPACK's int8 -> int8 convert (a requantization):
+    ``lrintf(256 * f32(in_scale / out_scale))`` (``256 *`` is exact, ``lrintf`` rounds half to
+    even), or None when the ratio is outside ``XNNPACK_CONVERT_RATIO_RANGE`` (XNNPACK makes no
+    operator; TFLite's delegate leaves such a QUANTIZE to the built-in kernels)."""
+    ratio = np.float32(np.float32(in_scale) / np.float32(out_scale))
+    lo, hi = XNNPACK_CONVERT_RATIO_RANGE
+    if not lo <= float(ratio) <= hi:
+        return None
+    return int(np.rint(float(ratio) * 256.0))
+
+
+# The scale ratios for which TFLite's XNNPACK delegate takes an 8-bit ADD / SUB (each input's
+# scale over the output's) and MUL (the inputs' product over the output's), float32 ratios,
+# the upper ends excluded; outside them the built-in kernels compute the operator.
+XNNPACK_ADD_RATIO_RANGE = (2.0 ** -10, 2.0 ** 8)
+XNNPACK_MUL_RATIO_RANGE = (2.0 ** -16, 2.0 ** 8)
+
+
+def xnnpack_takes_binary(kind: str, a_scale: float, b_scale: float, out_scale: float) -> bool:
+    """Whether TFLite's XNNPACK delegate computes the 8-bit ``kind`` ("add", "sub", "mul") of
+    these per-tensor scales (its node checks)."""
+    f = np.float32
+    if kind == "mul":
+        ratios, (lo, hi) = [f(f(f(a_scale) * f(b_scale)) / f(out_scale))], XNNPACK_MUL_RATIO_RANGE
+    else:
+        ratios, (lo, hi) = [f(f(s) / f(out_scale)) for s in (a_scale, b_scale)], \
+            XNNPACK_ADD_RATIO_RANGE
+    return all(lo <= float(r) < hi for r in ratios)
+
+
 TFLITE_SQUARED_DIFFERENCE_LEFT_SHIFT = 7  # int8 SQUARED_DIFFERENCE scales inputs up by 2^7
 
 

@@ -60,6 +60,8 @@ from canonqnn.patterns import (
 
 BACKEND = "npu"
 ROUNDINGS = ("rne_f32", "q31_double")
+# The numerics profile a model of each format is converted for (None: its runtime's here)
+NUMERICS = {"tflite": "tflite-reference"}
 
 # ---------------------------------------------------------------- 1. what the NPU claims
 # (pattern name, the canonqnn pattern it is built from, the layer kind it accepts)
@@ -247,7 +249,11 @@ def run(source: str = "onnx", model: str = "mobilenet_v3", runs: int = 3, seed: 
     REJECTED.clear()
     PROGRAMS.clear()
     source_model = load_model(source, model, seed)
-    mod, report = canonqnn.canonicalize(canonqnn.load(source_model))
+    # The NPU implements TFLite's reference kernels' arithmetic (q31_double), as integer-only
+    # accelerators do: a TFLite model is converted for them rather than for the interpreter's
+    # default configuration on this host
+    mod, report = canonqnn.canonicalize(canonqnn.load(source_model),
+                                        numerics=NUMERICS.get(source))
     if report.float_islands:
         raise SystemExit(f"float islands: {report.float_islands}")
     described, offloaded = offload(mod, roundings)

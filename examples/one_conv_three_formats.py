@@ -20,7 +20,9 @@ and zero point, and a ReLU6 whose bounds fall inside the output's int8 range) is
 For each model it prints the fake-quant Relax ``main`` right after ``canonqnn.load``, the
 canonical ``main`` after ``canonqnn.canonicalize``, and ``canonqnn.patterns.params_of`` of the
 canonical conv2d. It exits with status 1 if the three conv2d calls differ in anything but
-``rounding`` (``rne_f32`` for the ONNX models, ``q31_double`` for TFLite).
+``rounding`` (``rne_f32`` for the ONNX models, ``q31_double`` for TFLite: the TFLite model is
+converted for the interpreter's reference kernels, ``NUMERICS``; under its default
+configuration's profile on x86-64 the rounding would be ``xnnpack``, docs/parity.md).
 """
 
 from __future__ import annotations
@@ -125,6 +127,8 @@ def tflite() -> bytes:
     return g.finish([x], [y])
 
 
+# The numerics profile each format's model is converted for (None: its runtime's on this host)
+NUMERICS = {"TFLite (CONV_2D, fused RELU6, NHWC)": "tflite-reference"}
 MODELS = {
     "ONNX QDQ (DequantizeLinear -> Conv -> Clip -> QuantizeLinear, opset 13)": onnx_qdq,
     "ONNX QOperator (QLinearConv -> DequantizeLinear -> Clip -> QuantizeLinear)":
@@ -229,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = {}
     for title, make in MODELS.items():
         fq = canonqnn.load(make())
-        mod, report = canonqnn.canonicalize(fq)
+        mod, report = canonqnn.canonicalize(fq, numerics=NUMERICS.get(title))
         call = canonical_conv(mod)
         calls[title] = call
         print(f"=== {title}")

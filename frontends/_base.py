@@ -177,11 +177,13 @@ def convert_node(source: Source, label: str, kind: str, where: str,
 
 def import_function(source: Source, bb: Any, inputs: Sequence[TensorInfo],
                     bind_inputs: Callable[[list], None],
-                    convert: Callable[[], tuple[list, list[TensorInfo]]]) -> Any:
+                    convert: Callable[[], tuple[list, list[TensorInfo]]],
+                    notes: Sequence[str] = ()) -> Any:
     """The module ``main(inputs...)``: ``bind_inputs(params)`` records the parameters as the
     frontend holds them, ``convert()`` converts the graph and returns the output expressions
-    and their interface. The module records the interface (``canonqnn.io``). A conversion
-    error is raised once the function is closed (TVM's block builder must not be left open)."""
+    and their interface. The module records the interface (``canonqnn.io``, with ``notes``).
+    A conversion error is raised once the function is closed (TVM's block builder must not be
+    left open)."""
     params = [_tvm.Var(info.name, _tvm.tensor_type(info.shape, info.dtype)) for info in inputs]
     failure: CanonqnnError | None = None
     out_infos: list[TensorInfo] = []
@@ -197,7 +199,7 @@ def import_function(source: Source, bb: Any, inputs: Sequence[TensorInfo],
     if failure is not None:
         raise failure
     io = ModelIO(source=source.io_source, inputs=list(inputs), outputs=out_infos,
-                 rounding=source.rounding)
+                 rounding=source.rounding, notes=list(notes))
     return bb.get().with_attr(IO_ATTR, json.dumps(io.to_json()))
 
 
@@ -347,12 +349,13 @@ class GraphImporter(ABC, Generic[ContextT, NodeT, KeyT]):
             exprs.append(expr)
         return exprs, infos
 
-    def build(self, inputs: Sequence[TensorInfo]) -> Any:
-        """The module: ``main(inputs...)`` computing the model's outputs (``import_function``)."""
+    def build(self, inputs: Sequence[TensorInfo], notes: Sequence[str] = ()) -> Any:
+        """The module: ``main(inputs...)`` computing the model's outputs (``import_function``;
+        ``notes``: ``ModelIO.notes``)."""
 
         def convert() -> tuple[list[Any], list[TensorInfo]]:
             self.convert_nodes()
             return self.outputs()
 
         return import_function(self.source, self.ctx.bb, inputs,
-                               partial(self.bind_inputs, inputs), convert)
+                               partial(self.bind_inputs, inputs), convert, notes)

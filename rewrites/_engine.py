@@ -20,7 +20,7 @@ from canonqnn._tvm import relax
 from canonqnn.errors import InvalidQuantizationError
 from canonqnn.io import module_io
 from canonqnn.ops import UnsupportedRounding, lookup
-from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of, source_tensor
+from canonqnn.qdq import DEQUANTIZE, QUANTIZE, carry_facts, facts_of, read_quantize, source_tensor
 
 MAX_ITERATIONS = 8
 
@@ -191,9 +191,27 @@ class Context:
         # lookup tables are the functions as that format's runtime defines them.
         self.source = source
         # The numerics profile of the run: every host- or runtime-specific arithmetic choice.
+        self.profile = profile
+        # The profile of the source operator being rewritten (``Profile.for_operator``: a
+        # runtime may compute some operators with another engine), and the rounding every
+        # canonical op built for it must implement.
         self.numerics = profile
-        # The rounding every canonical op this run builds must implement (the profile's).
         self.rounding = profile.rounding
+
+    def rewriting(self, var: Any, call: Any) -> None:
+        """Rules are about to be offered ``call``, bound to ``var``."""
+        self.binding_var = var
+        self.root = call
+        parsed = read_quantize(call)
+        self.numerics = self.profile.for_operator(
+            facts_of(call)[1], parsed.qparams.dtype if parsed is not None else None)
+        self.rounding = self.numerics.rounding
+
+    def undelegated(self) -> numerics.Profile:
+        """The profile of the runtime's other engine, which computes the operator being
+        rewritten when its delegate declines it (``Profile.others``); the profile itself when
+        the runtime has no other engine."""
+        return numerics.get(self.profile.others) if self.profile.others else self.numerics
 
     def source_dtype(self) -> str:
         """``"uint8"`` when the quantize being rewritten writes uint8 data of the source model,
@@ -248,8 +266,7 @@ class _PhaseRewrite:
         self.error: InvalidQuantizationError | None = None
 
     def __call__(self, var: Any, call: Any) -> Any:
-        self.ctx.binding_var = var
-        self.ctx.root = call
+        self.ctx.rewriting(var, call)
         for rule in self.rules.get(_tvm.op_name(call) or "", ()):
             try:
                 result, step = rule.attempt(self.ctx, call)

@@ -10,7 +10,14 @@ from typing import Any
 from canonqnn import _tvm
 from canonqnn.ops import Q31_ROUNDINGS, lookup, movement
 from canonqnn.qdq import DEQUANTIZE, QdqCall, read_dequantize, read_quantize
-from canonqnn.qparams import INT8_MAX, INT8_MIN, QParams, activation_bounds, activation_range
+from canonqnn.qparams import (
+    INT8_MAX,
+    INT8_MIN,
+    QParams,
+    activation_bounds,
+    activation_range,
+    xnnpack_convert_multiplier,
+)
 
 from ._engine import Context, Decline
 
@@ -215,9 +222,18 @@ def requantized(ctx: Context, moved: Any, in_qp: QParams, out_qp: QParams,
     """``moved`` (int8 or int16, parameters ``in_qp``) re-expressed with ``out_qp`` (of the same
     dtype) and clamped to ``bounds`` (default: none): itself when that changes nothing."""
     bounds = full_range(out_qp) if bounds is None else bounds
-    if in_qp.same_as(out_qp) and bounds == full_range(out_qp):
-        return moved
-    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=ctx.rounding)
+    if in_qp.same_as(out_qp):
+        if bounds == full_range(out_qp):
+            return moved
+        return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=ctx.rounding)
+    ctx.numerics.require("requantize", ("rounding",), "its requantization of int8 data")
+    rounding = ctx.rounding
+    if rounding == "xnnpack" and xnnpack_convert_multiplier(in_qp.scalar_scale,
+                                                            out_qp.scalar_scale) is None:
+        # XNNPACK makes no convert for this ratio: TFLite's delegate leaves the operator to the
+        # built-in kernels
+        rounding = ctx.undelegated().rounding
+    return movement.requantize(ctx.emit(moved), in_qp, out_qp, bounds, rounding=rounding)
 
 
 @dataclass(frozen=True)

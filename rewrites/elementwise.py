@@ -19,6 +19,7 @@ from typing import Any
 from canonqnn import _tvm
 from canonqnn.ops import elementwise as ew
 from canonqnn.qdq import QUANTIZE, QdqCall
+from canonqnn.qparams import xnnpack_takes_binary
 
 from ._engine import Context, Decline, Rule
 from ._match import (
@@ -83,11 +84,16 @@ def binary_arithmetic(ctx: Context, m: BinaryMatch):
 def build_binary(ctx: Context, m: BinaryMatch):
     a, b, out = m.a, m.b, m.chain.out
     bounds = m.chain.act.bounds(out.qparams)
+    rounding = ctx.rounding
+    if rounding == "xnnpack" and not xnnpack_takes_binary(
+            m.canonical.name, a.qparams.scalar_scale, b.qparams.scalar_scale,
+            out.qparams.scalar_scale):
+        rounding = ctx.undelegated().rounding  # the runtime's other engine computes it
     if m.canonical is ew.SUB:
         return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
-                      rounding=ctx.rounding)
+                      rounding=rounding)
     return ew.binary(m.canonical, a.operand, b.operand, a.qparams, b.qparams, out.qparams,
-                     act=bounds, source_dtype=ctx.source_dtype(), rounding=ctx.rounding)
+                     act=bounds, source_dtype=ctx.source_dtype(), rounding=rounding)
 
 
 def _dequantized_difference(ctx: Context, square: Any):

@@ -15,8 +15,8 @@ its clamp) follows when parameters or clamp differ. ``pad`` requantizes first in
 smaller tensor): a constant pad value is then simply the output-parameter integer ``Q_out(v)``,
 exactly what a DQ -> Pad -> Q chain produces, whatever the input's parameters.
 
-Under the Q31 roundings pad and strided_slice also fold int16 in and int16 out (TFLite's 16x8
-activations).
+Under the Q31 roundings pad, strided_slice and gather also fold int16 in and int16 out
+(TFLite's 16x8 activations).
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def depth_space_chain(ctx: Context, call: Any):
 RULES = (
     Rule("pad", QUANTIZE, (pad_chain, pad_geometry), build_pad,
          "q(act(nn.pad(dq x))) -> [requantize] canonqnn.pad", phase="elementwise_pool_movement"),
-    Rule("gather", QUANTIZE, (unary_step(TAKE), gather_indices), build_moved,
+    Rule("gather", QUANTIZE, (unary_step(TAKE, int16=True), gather_indices), build_moved,
          "q(act(take(dq x, idx))) -> canonqnn.gather", phase="elementwise_pool_movement"),
     Rule("strided_slice", QUANTIZE, (unary_step(SLICE, int16=True), slice_bounds), build_moved,
          "q(act(strided_slice(dq x))) -> canonqnn.strided_slice",

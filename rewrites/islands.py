@@ -18,8 +18,8 @@ from ._match import output
 DECLINED = {
     "relax.nn.layer_norm": (
         "layer normalization has no canonical int8 op: the per-row mean, variance and "
-        "1/sqrt need 32-bit sums and a reciprocal square root that onnxruntime computes in "
-        "float (see docs/declined-ops.md)"),
+        "1/sqrt need 32-bit sums and a reciprocal square root that the source runtime "
+        "computes in float (see docs/declined-ops.md)"),
 }
 
 
@@ -44,8 +44,8 @@ SIXTEEN_BIT = ("16-bit quantization: onnxruntime computes the ops between 16-bit
 TFLITE_SIXTEEN_BIT = ("TFLite 16x8: canonqnn implements the int16 kernels of CONV_2D, "
                       "DEPTHWISE_CONV_2D, FULLY_CONNECTED, ADD, MEAN, SOFTMAX, LOGISTIC, TANH, "
                       "LEAKY_RELU, QUANTIZE and data movement (RESHAPE, TRANSPOSE, PAD, "
-                      "STRIDED_SLICE) only; this int16 op runs in float between its dequantize "
-                      "and quantize (docs/declined-ops.md)")
+                      "STRIDED_SLICE, GATHER, GATHER_ND) only; this int16 op runs in float "
+                      "between its dequantize and quantize (docs/declined-ops.md)")
 
 
 def name_island(ctx: Context, call: Any):

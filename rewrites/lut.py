@@ -14,8 +14,9 @@ own float arithmetic (``canonqnn.tables``), then quantized as the runtime quanti
 exact wherever that arithmetic is reproducible (docs/spec.md, ``## lut``).
 
 Sources whose runtime computes each elementwise builtin as one kernel (``tables.kernels``:
-TFLite, and XNNPACK for PyTorch programs) have no float chain to follow: there the chain must
-be exactly the form the frontend writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``,
+TFLite, and XNNPACK for PyTorch programs; the module is the one the numerics profile's
+``tables`` choice names, ``tables.FAMILIES``) have no float chain to follow: there the chain
+must be exactly the form the frontend writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``,
 or the hard-swish composite), and the table is that kernel's (``tables.kernel_table``); any
 other chain declines. Those chains may be int16 -> int16 too (TFLite's 16x8 LEAKY_RELU,
 LOGISTIC, TANH): the table then has an entry per int16 code.
@@ -40,6 +41,9 @@ from ._engine import Context, Decline, Rule
 from ._match import dequantized, per_tensor_int8, sixteen_bit
 
 CLAMPS = frozenset({"relax.nn.relu", "relax.clip"})
+# The profiles' ``tables`` choices canonqnn.tables computes (the source's default module, or the
+# one ``tables.FAMILIES`` names).
+TABLE_FAMILIES = ("x86", "tflite", *tables.FAMILIES)
 # Float elementwise Relax ops: a chain through one of them is this rule's pattern, folded when
 # the source runtime has an evaluator for every op of the chain and declined (named) otherwise.
 ELEMENTWISE = frozenset({f"relax.{name}" for name in (
@@ -267,10 +271,11 @@ class Table:
 
 def _kernel_table(ctx: Context, graph: _Graph, out: QdqCall):
     """``g`` as one of the source's kernels (a source with ``tables.kernels``)."""
-    runtime = tables.runtime(ctx.source).RUNTIME
+    family = ctx.numerics.tables
+    runtime = tables.runtime(ctx.source, family).RUNTIME
     found = _kernel_function(graph)
     if found is None:
-        kernels = tables.kernels(ctx.source)
+        kernels = tables.kernels(ctx.source, family)
         assert kernels is not None  # a chain of a kernel source (LutChain.kernel_source)
         names = ", ".join(sorted(kernels))
         return Decline(f"{runtime} has no kernel computing {_describe(graph, graph.root)} "
@@ -284,7 +289,7 @@ def _kernel_table(ctx: Context, graph: _Graph, out: QdqCall):
                        f"output {ctx.source_dtype()}", graph.root)
     function, params = found
     try:
-        table = tables.kernel_table(ctx.source, function, x.qparams, out.qparams,
+        table = tables.kernel_table(ctx.source, function, x.qparams, out.qparams, family,
                                     source_dtype=source_dtype, **params)
     except tables.NotEvaluable as exc:
         return Decline(f"{exc}; the chain stays float", graph.root)
@@ -294,7 +299,7 @@ def _kernel_table(ctx: Context, graph: _Graph, out: QdqCall):
 def lut_chain(ctx: Context, call: Any):
     out = read_quantize(call)
     # int16 -> int16: the tables of TFLite's 16x8 kernels (65,536 entries), not float chains
-    kernel_source = tables.kernels(ctx.source) is not None
+    kernel_source = tables.kernels(ctx.source, ctx.numerics.tables) is not None
     dtypes = ("int8", *sixteen_bit(ctx)) if kernel_source else ("int8",)
     if out is None or out.qparams.dtype not in dtypes:
         return None
@@ -309,8 +314,7 @@ def lut_chain(ctx: Context, call: Any):
 def table_profile(ctx: Context, m: LutChain):
     """The profile's tables must be ones canonqnn.tables reproduces (``require`` raises the
     profile's refusal otherwise)."""
-    ctx.numerics.require("tables", ("x86", "tflite", "xnnpack_avx2"),
-                         "its lookup-table functions")
+    ctx.numerics.require("tables", TABLE_FAMILIES, "its lookup-table functions")
     return m
 
 

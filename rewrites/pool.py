@@ -29,6 +29,7 @@ from ._match import (
     dequantized,
     output,
     per_tensor_int8,
+    requantized,
     sixteen_bit,
     strip_activation,
     unary_step,
@@ -77,7 +78,7 @@ def build_mean(ctx: Context, m: UnaryChain):
     out, x = m.out, m.x
     pooled = pool.global_avg_pool2d(x.operand, x.qparams, out.qparams,
                                     m.act.bounds(out.qparams), rounding=ctx.rounding,
-                                    q31_kernel="mean")
+                                    q31_kernel="mean", source_dtype=ctx.source_dtype())
     if _tvm.attrs_dict(m.inner)["keepdims"]:
         return pooled
     return movement.reshape(ctx.emit(pooled), _tvm.shape_of(x.operand)[:2], out.qparams)
@@ -126,7 +127,7 @@ def build_reduce_mean(ctx: Context, m: ReduceMean):
     summation = mean.onnxruntime_summation(shape, m.axes, ctx.numerics.threads)
     return mean.reduce_mean(m.x.operand, m.axes, m.keepdims, m.x.qparams, m.out.qparams,
                             act=m.act.bounds(m.out.qparams), rounding=ctx.rounding,
-                            summation=summation)
+                            summation=summation, source_dtype=ctx.source_dtype())
 
 
 def build_max_pool(ctx: Context, m: UnaryChain):
@@ -134,11 +135,7 @@ def build_max_pool(ctx: Context, m: UnaryChain):
     pooled = movement.max_pool2d(x.operand, x.qparams, pool_size=a["pool_size"],
                                  strides=a["strides"], padding=a["padding"],
                                  dilation=a["dilation"], ceil_mode=a["ceil_mode"])
-    bounds = m.act.bounds(out.qparams)
-    if x.qparams.same_as(out.qparams) and bounds == (-128, 127):
-        return pooled
-    return movement.requantize(ctx.emit(pooled), x.qparams, out.qparams, bounds,
-                               rounding=ctx.rounding)
+    return requantized(ctx, pooled, x.qparams, out.qparams, m.act.bounds(out.qparams))
 
 
 RULES = (

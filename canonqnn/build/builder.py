@@ -19,7 +19,7 @@ from .. import _tvm, budget, numerics
 from .. import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from ..errors import CanonqnnError, VerificationError, first_line
 from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, replacing
-from . import integrity, isa, layout, pipeline, runtime, schedule, targets
+from . import executorch_float, integrity, isa, layout, pipeline, runtime, schedule, targets
 from .report import LUT_KERNEL, KernelReport, from_fused_module
 from .tuning import apply_tuning, tune_cpu
 
@@ -87,7 +87,8 @@ def fuse(mod: Any, target: Any = None, *, channels_last: bool = True) -> Any:
     into the kernel that produces their input."""
     return pipeline.fuse_kernels(mod, targets.as_target(target), (LUT_KERNEL,),
                              quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod),
-                             before_legalize=layout.channels_last if channels_last else None)
+                             before_legalize=layout.channels_last if channels_last else None,
+                             float_legalize=executorch_float.legalizations(mod))
 
 
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:

@@ -46,7 +46,8 @@ def _quantize_by_reciprocal(bb: Any, call: Any) -> Any:
 
 def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
                  quantize_by_reciprocal: bool = False,
-                 before_legalize: Callable[[Any], Any] | None = None) -> Any:
+                 before_legalize: Callable[[Any], Any] | None = None,
+                 float_legalize: dict[str, Any] | None = None) -> Any:
     """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
     FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
     ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion;
@@ -74,7 +75,8 @@ def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
     passes = cpu.library_dispatch_passes(target) + [
         before,
         relax.transform.LegalizeOps(
-            {"relax.quantize": _quantize_by_reciprocal} if quantize_by_reciprocal else None),
+            {**({"relax.quantize": _quantize_by_reciprocal} if quantize_by_reciprocal else {}),
+             **(float_legalize or {})} or None),
         relax.transform.AnnotateTIROpPattern(), mark_elementwise,
         relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
     current = tvm.transform.PassContext.current()

@@ -54,7 +54,8 @@ class Profile:
     mul: str = "f32"
     # The float functions behind lookup tables (sigmoid, tanh, gelu, ...): "x86" (MLAS's
     # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
-    # reference kernels), "xnnpack_avx2" (XNNPACK's AVX2+FMA3 float32 kernels), "unverified"
+    # reference kernels), "xnnpack_avx2" / "xnnpack_avx512" (XNNPACK's AVX2+FMA3 / AVX-512F
+    # float32 kernels), "tflite_xnnpack" (TFLite's XNNPACK delegate), "unverified"
     # (another ISA's kernels, not reproduced: no table is built).
     tables: str = "x86"
     # A float32 conv bias (no dequantize) quantized to the accumulator's scale s: "divide"
@@ -70,11 +71,36 @@ class Profile:
     # Intra-op threads of the runtime: onnxruntime's float ReduceMean picks its summation order
     # by thread count (canonqnn.ops.mean.onnxruntime_summation), so parity runs it with these.
     threads: int = 2
+    # A change of scale/zero point of int8 data (an int8 QUANTIZE, data movement between
+    # different parameters): "rounding" (canonqnn.requantize with the profile's rounding: under
+    # xnnpack XNNPACK's convert) or "unverified" (how the runtime computes it was not measured).
+    requantize: str = "rounding"
+    # A runtime that hands some operators to another engine (TFLite's default interpreter
+    # gives the XNNPACK delegate the operators it takes and runs the rest with its built-in
+    # kernels): ``delegated`` names the source operators this profile's choices apply to, and
+    # every other operator computes as the profile named ``others`` says (``for_operator``).
+    delegated: frozenset[str] = frozenset()
+    others: str | None = None
     description: str = ""
+
+    def for_operator(self, source_op: str | None, dtype: str | None = None) -> Profile:
+        """The profile whose arithmetic the source operator ``source_op`` writing ``dtype``
+        data follows: this one, unless it delegates only some operators and ``source_op`` is
+        known and not one of them, or writes wider than 8-bit data (the delegates measured
+        take int8 and uint8 operators only: TFLite 16x8 runs the built-in kernels)."""
+        if self.others is None:
+            return self
+        if dtype not in (None, "int8", "uint8"):
+            return get(self.others)
+        return self if source_op is None or source_op in self.delegated else get(self.others)
 
     def differences(self, other: Profile) -> list[str]:
         """The arithmetic choices in which ``other`` computes differently, one line each."""
-        return [f"{f.name}: {getattr(self, f.name)} here, {getattr(other, f.name)} there"
+        def shown(value: Any) -> Any:
+            return ", ".join(sorted(value)) or "none" if isinstance(value, frozenset) else value
+
+        return [f"{f.name}: {shown(getattr(self, f.name))} here, "
+                f"{shown(getattr(other, f.name))} there"
                 for f in fields(self)[5:-1] if getattr(self, f.name) != getattr(other, f.name)]
 
     def require(self, choice: str, implemented: tuple[str, ...], what: str) -> None:
@@ -98,10 +124,11 @@ ORT_VERSION = "1.31"
 def _xnnpack_profiles() -> tuple[Profile, ...]:
     """XNNPACK as ExecuTorch runs it (the PyTorch frontend's runtime). Its integer kernels
     compute the same on every host; its int8 lookup tables are built with the float32 kernels
-    it picks for the CPU, which canonqnn reproduces for AVX2+FMA3 only."""
+    it picks for the CPU, which canonqnn reproduces for x86-64 with AVX2+FMA3 and with
+    AVX-512F (the probe, ``canonqnn.frontends.torch.runtime.profile``, tells them apart)."""
     common: dict[str, Any] = dict(rounding="xnnpack", add="xnnpack", mul="xnnpack",
                                   float_bias="reciprocal", matmul_float_bias=True,
-                                  quantize="reciprocal")
+                                  quantize="reciprocal", requantize="unverified")
     integer = ("XNNPACK's int8 kernels as ExecuTorch runs them: exact sums, a float32 "
                "multiplier rounded to nearest even, float biases quantized by the reciprocal "
                "of their scale, a fixed-point add")
@@ -110,10 +137,53 @@ def _xnnpack_profiles() -> tuple[Profile, ...]:
                 tables="xnnpack_avx2", **common,
                 description=f"{integer}; lookup tables from its AVX2+FMA3 float kernels "
                             "(x86-64 without AVX-512: AMD Zen 3, Intel Haswell-Skylake)"),
+        Profile("xnnpack-x86-avx512", "xnnpack", "ExecuTorch 1.5", "x86-avx512", MEASURED,
+                tables="xnnpack_avx512", **common,
+                description=f"{integer}; lookup tables from its AVX-512F float kernels "
+                            "(x86-64 with AVX-512F: AMD Zen 4/5, Intel Skylake-SP and later "
+                            "Xeons)"),
         Profile("xnnpack", "xnnpack", "ExecuTorch 1.5", "any", MEASURED, tables="unverified",
                 **common, description=f"{integer}; lookup tables not built (the float kernels "
                                       "XNNPACK picks on this host class were not reproduced)"),
     )
+
+# The TFLite operators whose int8/uint8 kernels TFLite's default interpreter (ai-edge-litert
+# 2.3) hands to its XNNPACK delegate and whose arithmetic is not plain data movement;
+# ``canonqnn.frontends.tflite.runtime`` checks, by running it, that the installed interpreter
+# delegates exactly these. The others (AVERAGE_POOL_2D, SOFTMAX, HARD_SWISH, GELU, ...) and
+# every 16x8 operator run its built-in optimized kernels (profile ``tflite-builtin``).
+TFLITE_XNNPACK_DELEGATED = frozenset((
+    "ADD", "CONV_2D", "DEPTHWISE_CONV_2D", "DEQUANTIZE", "ELU", "FULLY_CONNECTED",
+    "LEAKY_RELU", "LOGISTIC", "MEAN", "MUL", "QUANTIZE", "RESIZE_BILINEAR", "SUB", "TANH",
+    "TRANSPOSE_CONV"))
+
+
+def _tflite_profiles() -> tuple[Profile, ...]:
+    """TFLite's interpreter: its reference kernels (parity's specification for TFLite until
+    XNNPACK was measured, and what the built-in kernels compute for the operators XNNPACK
+    does not take), and its default configuration with the XNNPACK delegate."""
+    return (
+        Profile("tflite-reference", "tflite", "2.18", "any", MEASURED, rounding="q31_double",
+                add="q31", mul="q31", tables="tflite",
+                description="the TFLite interpreter's reference kernels (OpResolverType."
+                            "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
+        Profile("tflite-builtin", "tflite", "ai-edge-litert 2.3", "any", MEASURED,
+                rounding="q31_double", add="q31", mul="q31", tables="tflite_builtin",
+                description="the TFLite interpreter's built-in optimized kernels (OpResolver"
+                            "Type.BUILTIN_WITHOUT_DEFAULT_DELEGATES): the reference kernels' "
+                            "arithmetic, but int16 LOGISTIC and TANH of power-of-two input "
+                            "scales in gemmlowp fixed point"),
+        Profile("tflite-xnnpack-x86", "tflite", "ai-edge-litert 2.3", "x86", MEASURED,
+                rounding="xnnpack", add="xnnpack", mul="xnnpack", tables="tflite_xnnpack",
+                quantize="reciprocal", delegated=TFLITE_XNNPACK_DELEGATED,
+                others="tflite-builtin",
+                description="the TFLite interpreter as users run it by default (OpResolverType."
+                            "BUILTIN) on x86-64: the int8/uint8 operators its XNNPACK delegate "
+                            "takes requantize with a float32 multiplier rounded to nearest even "
+                            "(fixed-point adds), the others (16x8 ones among them) run the "
+                            "built-in optimized kernels (tflite-builtin)"),
+    )
+
 
 PROFILES: dict[str, Profile] = {p.name: p for p in (
     Profile("exact", "canonqnn", "1", "any", SPECIFIED,
@@ -132,10 +202,7 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             FROM_SOURCE, add="fixed_point", mul="unverified", tables="unverified",
             description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
                         "point, which canonqnn.add does not implement)"),
-    Profile("tflite-reference", "tflite", "2.18", "any", MEASURED, rounding="q31_double",
-            add="q31", mul="q31", tables="tflite",
-            description="the TFLite interpreter's reference kernels (OpResolverType."
-                        "BUILTIN_REF): Q31 multipliers, two roundings, ties away from zero"),
+    *_tflite_profiles(),
     *_xnnpack_profiles(),
 )}
 

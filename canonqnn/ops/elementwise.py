@@ -28,6 +28,7 @@ pair of int8 inputs); the stored dtype does not matter:
     add: integer multipliers from ``qparams.xnnpack_add_multipliers``,
          acc = (a - a_zp) * mA + (b - b_zp) * mB + 2^(shift - 1)     (exact in int32)
          y = clamp((acc >> shift) + out_zp, act_min, act_max)          (one rounding, ties up)
+    sub: the add with mB negated (XNNPACK's subtract is its add with b's scale negated)
     mul: ratio as for rne_f32,
          y = clamp(RNE(f32(f32((a - a_zp) * (b - b_zp)) * ratio)) + out_zp, act_min, act_max)
          (the zero point added after rounding, where rne_f32 adds it before)
@@ -131,10 +132,7 @@ def add_reference(x, y, **a) -> np.ndarray:
     if a["rounding"] in Q31_ROUNDINGS:
         return _add_sub_q31_reference(x, y, 1, a)
     if a["rounding"] == "xnnpack":
-        ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
-        acc = (x.astype(np.int64) - a["a_zp"]) * ma + (y.astype(np.int64) - a["b_zp"]) * mb
-        out = shift_right_round_half_up(acc, shift) + a["out_zp"]
-        return np.clip(out, a["act_min"], a["act_max"]).astype(np.int8)
+        return _add_sub_xnnpack_reference(x, y, 1, a)
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = _add_constants(a)
     xf, yf = (x.astype(np.int32) + o).astype(F32), (y.astype(np.int32) + o).astype(F32)
@@ -143,6 +141,14 @@ def add_reference(x, y, **a) -> np.ndarray:
     else:
         t = fma_f32(xf, ra, fma_f32(yf, rb, fixed))
     return _round_clamp(t, a, o)
+
+
+def _add_sub_xnnpack_reference(x, y, sign: int, a: dict) -> np.ndarray:
+    """XNNPACK's add (``sign`` 1) and subtract (-1: the add with b's multiplier negated)."""
+    ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
+    acc = (x.astype(np.int64) - a["a_zp"]) * ma + (y.astype(np.int64) - a["b_zp"]) * sign * mb
+    out = shift_right_round_half_up(acc, shift) + a["out_zp"]
+    return np.clip(out, a["act_min"], a["act_max"]).astype(np.int8)
 
 
 def _round_clamp(t: np.ndarray, a: dict, o: int) -> np.ndarray:
@@ -176,7 +182,7 @@ def _add_legalize(bb: Any, call: Any) -> Any:
     if a["rounding"] in Q31_ROUNDINGS:
         return _add_sub_q31_legalize(bb, call, 1, "add")
     if a["rounding"] == "xnnpack":
-        return _add_xnnpack_legalize(bb, call, a)
+        return _add_sub_xnnpack_legalize(bb, call, 1, a)
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = (_f(v) for v in _add_constants(a))
     a_first = not a_is_span_scalar(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
@@ -194,8 +200,10 @@ def _add_legalize(bb: Any, call: Any) -> Any:
                       primfunc_name_hint="canonqnn_add")
 
 
-def _add_xnnpack_legalize(bb: Any, call: Any, a: dict) -> Any:
+def _add_sub_xnnpack_legalize(bb: Any, call: Any, sign: int, a: dict) -> Any:
     ma, mb, shift = xnnpack_add_multipliers(a["a_scale"], a["b_scale"], a["out_scale"])
+    mb *= sign
+    name = "add" if sign == 1 else "sub"
     # te_shift_right_round_half_up with its rounding constant and both zero points folded into
     # one int32 constant (|acc| < 2^31: qparams)
     fixed = (1 << (shift - 1)) - ma * a["a_zp"] - mb * a["b_zp"]
@@ -205,8 +213,8 @@ def _add_xnnpack_legalize(bb: Any, call: Any, a: dict) -> Any:
         y = (acc >> _i32(shift)) + _i32(a["out_zp"])
         return te.max(te.min(y, _i32(a["act_max"])), _i32(a["act_min"])).astype("int8")
 
-    return bb.call_te(_broadcast_compute("add", elem), call.args[0], call.args[1],
-                      primfunc_name_hint="canonqnn_add")
+    return bb.call_te(_broadcast_compute(name, elem), call.args[0], call.args[1],
+                      primfunc_name_hint=f"canonqnn_{name}")
 
 
 def _mul_ratio(a: dict) -> np.float32:
@@ -338,6 +346,8 @@ def _real(q, scale: float, zp: int) -> np.ndarray:
 def sub_reference(x, y, **a) -> np.ndarray:
     if a["rounding"] in Q31_ROUNDINGS:
         return _add_sub_q31_reference(x, y, -1, a)
+    if a["rounding"] == "xnnpack":
+        return _add_sub_xnnpack_reference(x, y, -1, a)
     d = (_real(x, a["a_scale"], a["a_zp"]) - _real(y, a["b_scale"], a["b_zp"])).astype(F32)
     # QuantizeLinear divides; requant_accumulator's multiply by 1 keeps that quotient exact
     v = (d / F32(a["out_scale"])).astype(F32)
@@ -348,6 +358,8 @@ def _sub_legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     if a["rounding"] in Q31_ROUNDINGS:
         return _add_sub_q31_legalize(bb, call, -1, "sub")
+    if a["rounding"] == "xnnpack":
+        return _add_sub_xnnpack_legalize(bb, call, -1, a)
 
     def real(v, scale, zp):
         # fenced: LLVM would otherwise fuse one product into the subtraction (an FMA)
@@ -365,23 +377,23 @@ def _sub_legalize(bb: Any, call: Any) -> Any:
 def sub_constraint(a_dtype: str = "int8", b_dtype: str = "int8", out_dtype: str = "int8",
                    rounding: str | None = None, scales=None) -> Refusal | None:
     """a, b int8 per tensor, numpy-broadcastable, int8 out; q31: 2 * max(a_scale, b_scale) <
-    2^20 * out_scale (as TFLite; scales = (a_scale, b_scale, out_scale))"""
+    2^20 * out_scale (as TFLite; scales = (a_scale, b_scale, out_scale)); xnnpack: as add"""
     if (a_dtype, b_dtype, out_dtype) != ("int8", "int8", "int8"):
         return Refusal(f"{a_dtype} - {b_dtype} -> {out_dtype} (int8 only: TFLite's int16 SUB "
                        "is not implemented)")
-    return _add_scales(scales, rounding if rounding in Q31_ROUNDINGS else None,
+    return _add_scales(scales, rounding if rounding in (*Q31_ROUNDINGS, "xnnpack") else None,
                        TFLITE_ADD_LEFT_SHIFT)
 
 
 SUB = register(CanonicalOp(
     name="sub",
     summary="int8 - int8 -> int8 with broadcasting (rne_f32: onnxruntime's dequantize, float "
-            "Sub, quantize; q31: TFLite SUB)",
+            "Sub, quantize; q31: TFLite SUB; xnnpack: XNNPACK's add, b's multiplier negated)",
     args=("a", "b"), attrs=SUB_ATTRS, infer=_out_shape, legalize=_sub_legalize,
     reference=sub_reference,
     constraint=sub_constraint,
     family="elementwise",
-    roundings=("rne_f32",) + Q31_ROUNDINGS,
+    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
     absorbs_clamp=True,
     absorbs_table=True,
 ))

@@ -4,8 +4,8 @@
 None of them does arithmetic: every output element is an input element (or, for ``pad`` in
 constant mode, the int8 ``pad_value``), so input and output share one scale/zero point (carried
 as ``scale``/``zp`` for pattern authors). Where a model gives the output other parameters, the
-rules requantize (``canonqnn.requantize``). All shapes are static. ``pad`` and ``strided_slice``
-also move TFLite's 16x8 int16 activations (the output has the input's dtype).
+rules requantize (``canonqnn.requantize``). All shapes are static. ``pad``, ``strided_slice``
+and ``gather`` also move TFLite's 16x8 int16 activations (the output has the input's dtype).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def pad(x: Any, qp: QParams, pad_before, pad_after, mode: str = "constant",
 def _gather_infer(call: Any) -> Any:
     shape = _tvm.shape_of(call.args[0])
     axis = _tvm.attrs_dict(call)["axis"]
-    return _int8((*shape[:axis], *_tvm.shape_of(call.args[1]), *shape[axis + 1:]))
+    return input_type(call, (*shape[:axis], *_tvm.shape_of(call.args[1]), *shape[axis + 1:]))
 
 
 def _gather_reference(x, indices, axis, scale, zp):
@@ -134,10 +134,14 @@ def _int8_input(x_dtype: str) -> Refusal | None:
 
 
 def gather_constraint(x_dtype: str = "int8", indices_dtype: str = "int64", indices=None,
-                      axis_length: int | None = None) -> Refusal | None:
-    """x int8; indices int32/int64 (constant or not) in [-n, n) (n: the axis length): negative
-    ones count from the end; output shares the input's scale and zero point"""
-    if (why := _int8_input(x_dtype)) is not None:
+                      axis_length: int | None = None, rounding: str | None = None,
+                      zero_points=()) -> Refusal | None:
+    """x int8, or int16 (TFLite's 16x8 int16 activations, under the Q31 roundings, zero points
+    0); indices int32/int64 (constant or not) in [-n, n) (n: the axis length): negative ones
+    count from the end, and run-time indices outside it wrap (modulo n; the frontends compute
+    in-range indices: the GATHER_ND / GatherND imports clamp each index into its axis); output
+    shares the input's scale and zero point"""
+    if (why := activation_dtype(x_dtype, rounding, zero_points)) is not None:
         return why
     if indices_dtype not in ("int32", "int64"):
         return Refusal(f"{indices_dtype} indices (int32 or int64)")
@@ -150,7 +154,8 @@ def gather_constraint(x_dtype: str = "int8", indices_dtype: str = "int64", indic
 
 GATHER = register(CanonicalOp(
     name="gather",
-    summary="int8 gather along one axis (ONNX Gather); parameters unchanged",
+    summary="int8 (or int16) gather along one axis (ONNX Gather and GatherND, TFLite GATHER "
+            "and GATHER_ND); parameters unchanged",
     args=("x", "indices"),
     attrs=("axis", "scale", "zp"),
     infer=_gather_infer,
@@ -164,7 +169,7 @@ GATHER = register(CanonicalOp(
 def gather(x: Any, indices: Any, axis: int, qp: QParams) -> Any:
     GATHER.require(x_dtype=_tvm.dtype_of(x), indices_dtype=_tvm.dtype_of(indices),
                    indices=_tvm.const_value(indices) if _tvm.is_const(indices) else None,
-                   axis_length=_tvm.shape_of(x)[int(axis)])
+                   axis_length=_tvm.shape_of(x)[int(axis)], zero_points=(qp.scalar_zp,))
     return GATHER.call([x, indices], dict(axis=int(axis), **_shared(qp)))
 
 

@@ -4,7 +4,8 @@ onnxruntime has no quantized kernel: it runs DequantizeLinear -> float ReduceMea
 QuantizeLinear, and its float sum adds in an order that depends on the reduced shape (the
 ``summation`` attribute names the order; ``onnxruntime_summation`` picks it as onnxruntime
 does). TFLite's int8 MEAN sums integers and requantizes with a Q31 multiplier (the q31
-arithmetic it shares with average pooling, ``pool``).
+arithmetic it shares with average pooling, ``pool``); XNNPACK's (TFLite's default
+interpreter) sums integers and rescales in float32 as its global mean does (``pool``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,15 @@ from ..qparams import QParams, activation_range
 from ._q31 import te_requant_q31
 from ._registry import CanonicalOp, Refusal, register
 from ._requant import requant_accumulator, te_no_contract, te_requant_accumulator
-from .pool import F32, ROUNDINGS, mean_dtypes, q31_count, q31_mean_multiplier
+from .pool import (
+    F32,
+    ROUNDINGS,
+    mean_dtypes,
+    q31_count,
+    q31_mean_multiplier,
+    te_xnnpack_mean,
+    xnnpack_mean_reference,
+)
 
 # ---------------------------------------------------------------- reduce_mean
 # onnxruntime runs DequantizeLinear -> float ReduceMean -> QuantizeLinear (no quantized kernel).
@@ -156,6 +165,11 @@ def float_mean(xf: np.ndarray, axes, summation: str) -> np.ndarray:
 
 
 def _reduce_mean_reference(x, **a) -> np.ndarray:
+    if a["rounding"] == "xnnpack":
+        axes = tuple(int(i) for i in a["axes"])
+        count = int(np.prod([x.shape[i] for i in axes]))
+        y = xnnpack_mean_reference(x.astype(np.int32).sum(axis=axes), count, a)
+        return y.reshape(_reduce_shape(x.shape, list(axes), a["keepdims"]))
     if a["rounding"] in Q31_ROUNDINGS:
         axes = tuple(int(i) for i in a["axes"])
         count = int(np.prod([x.shape[i] for i in axes]))
@@ -280,9 +294,8 @@ def _reduce_mean_legalize(bb: Any, call: Any) -> Any:
     count = int(np.prod([shape[i] for i in axes]))
     out_shape = _reduce_shape(shape, axes, a["keepdims"])
 
-    if a["rounding"] in Q31_ROUNDINGS:
-        m, shift = q31_mean_multiplier(a, count)
-        return bb.call_te(lambda x: _te_reduce_mean_q31(x, axes, count, (m, shift), out_shape, a),
+    if a["rounding"] in (*Q31_ROUNDINGS, "xnnpack"):
+        return bb.call_te(lambda x: _te_reduce_mean_integer(x, axes, count, out_shape, a),
                           call.args[0], primfunc_name_hint="canonqnn_reduce_mean")
 
     def compute(x):
@@ -300,7 +313,8 @@ def _reduce_mean_legalize(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_reduce_mean")
 
 
-def _te_reduce_mean_q31(x, axes, count: int, multiplier, out_shape, a: dict):
+def _te_reduce_mean_integer(x, axes, count: int, out_shape, a: dict):
+    """The integer sum over ``axes``, then TFLite's Q31 or XNNPACK's float32 rescale."""
     shape = [int(d) for d in x.shape]
     kept = [d for i, d in enumerate(shape) if i not in axes]
     raxes = [te.reduce_axis((0, shape[i]), f"r{i}") for i in axes]
@@ -311,7 +325,11 @@ def _te_reduce_mean_q31(x, axes, count: int, multiplier, out_shape, a: dict):
         return te.sum(x[tuple(idx)].astype("int32"), axis=raxes)
 
     sums = te.compute(kept or (1,), total if kept else (lambda _: total()), name="sum")
-    m, shift = multiplier
+    if a["rounding"] == "xnnpack":
+        y = te.compute(sums.shape, lambda *i: te_xnnpack_mean(sums(*i), count, a),
+                       name="reduce_mean")
+        return topi.reshape(y, out_shape)
+    m, shift = q31_mean_multiplier(a, count)
     y = te.compute(sums.shape, lambda *i: te_requant_q31(
         sums(*i) - a["x_zp"] * count, tirx.const(m, "int32"), tirx.const(shift, "int32"),
         a["out_zp"], a["act_min"], a["act_max"], a["rounding"], x.dtype), name="reduce_mean")
@@ -349,19 +367,20 @@ REDUCE_MEAN = register(CanonicalOp(
             "and QuantizeLinear, its summation order reproduced)",
     args=("x",),
     attrs=("axes", "keepdims", "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max",
-           "rounding", "summation"),
+           "rounding", "summation", "source_dtype"),
     infer=_reduce_mean_infer,
     legalize=_reduce_mean_legalize,
     reference=_reduce_mean_reference,
     constraint=reduce_mean_constraint,
     family="pool",
-    roundings=ROUNDINGS,
+    roundings=(*ROUNDINGS, "xnnpack"),
     absorbs_clamp=True,
 ))
 
 
 def reduce_mean(x: Any, axes, keepdims: bool, x_qp: QParams, out_qp: QParams, *,
-                act=None, summation: str | None = None, rounding: str = "rne_f32") -> Any:
+                act=None, summation: str | None = None, rounding: str = "rne_f32",
+                source_dtype: str = "int8") -> Any:
     """Build ``canonqnn.reduce_mean``; ``summation`` defaults to onnxruntime's order, ``act``
     (the integer clamp) to the whole range of ``x``'s dtype."""
     act = activation_range(_tvm.dtype_of(x)) if act is None else act
@@ -374,4 +393,5 @@ def reduce_mean(x: Any, axes, keepdims: bool, x_qp: QParams, out_qp: QParams, *,
     return REDUCE_MEAN.call([x], dict(
         axes=axes, keepdims=bool(keepdims), x_scale=x_qp.scalar_scale, x_zp=x_qp.scalar_zp,
         out_scale=out_qp.scalar_scale, out_zp=out_qp.scalar_zp, act_min=int(act[0]),
-        act_max=int(act[1]), rounding=rounding, summation=summation))
+        act_max=int(act[1]), rounding=rounding, summation=summation,
+        source_dtype=source_dtype))

@@ -12,6 +12,11 @@ unsqueeze are reshapes. Where a model gives the output other parameters, the op 
 Requantization (rounding rne_f32) is ONNX DequantizeLinear then QuantizeLinear in float32:
 ``clamp(RNE(f32(f32(q - in_zp) * in_scale) / out_scale) + out_zp)``.
 
+Rounding ``xnnpack`` (``requantize`` only; XNNPACK's int8 convert, which TFLite's default
+interpreter runs for an int8 -> int8 QUANTIZE):
+    m = lrintf(256 * f32(in_scale / out_scale))   (ratio in [2^-8, 2^7])
+    y = clamp(((q - in_zp) * m + 128 >> 8) + out_zp, act_min, act_max)   (ties toward +inf)
+
 Roundings ``q31_double`` / ``q31_single`` reproduce the TFLite interpreter's reference kernels:
 ``requantize`` is QUANTIZE on integer input (int8/uint8 in and out compute the same integers
 after the shift by 128), ``concat`` is CONCATENATION:
@@ -34,7 +39,13 @@ from .. import _tvm
 from .._tvm import te, tirx, topi
 from ..numerics.arithmetic import round_half_away
 from ..numerics.q31 import Q31_ROUNDINGS, requant_q31
-from ..qparams import QParams, activation_range, tflite_concat_scaling, tflite_requantize_multiplier
+from ..qparams import (
+    QParams,
+    activation_range,
+    tflite_concat_scaling,
+    tflite_requantize_multiplier,
+    xnnpack_convert_multiplier,
+)
 from ._arithmetic import te_round_half_away
 from ._dtypes import activation_dtype, input_type
 from ._q31 import te_requant_q31
@@ -211,7 +222,20 @@ def _requantize_q31_multiplier(a: dict) -> tuple[int, int]:
                                         single_rounding=a["rounding"] == "q31_single")
 
 
+def _convert_multiplier(in_scale: float, out_scale: float) -> int:
+    m = xnnpack_convert_multiplier(in_scale, out_scale)
+    if m is None:
+        raise UnsupportedRounding(f"canonqnn.requantize: rounding xnnpack needs in_scale / "
+                                  f"out_scale in [2^-8, 2^7] (XNNPACK's convert); got "
+                                  f"{in_scale!r} / {out_scale!r}")
+    return m
+
+
 def _requantize_reference(x, in_scale, in_zp, out_scale, out_zp, act_min, act_max, rounding):
+    if rounding == "xnnpack":
+        m = _convert_multiplier(in_scale, out_scale)
+        y = ((x.astype(np.int64) - in_zp) * m + 128 >> 8) + out_zp
+        return np.clip(y, act_min, act_max).astype(x.dtype)
     if rounding in Q31_ROUNDINGS:
         m, shift = _requantize_q31_multiplier(dict(in_scale=in_scale, out_scale=out_scale,
                                                    rounding=rounding))
@@ -231,6 +255,17 @@ def _requantize_legalize(bb: Any, call: Any) -> Any:
                 a["act_min"], a["act_max"], a["rounding"], x.dtype), name="requantize")
 
         return bb.call_te(compute_q31, call.args[0], primfunc_name_hint="canonqnn_requantize")
+    if a["rounding"] == "xnnpack":
+        m = _convert_multiplier(a["in_scale"], a["out_scale"])
+        bias = 128 - m * a["in_zp"]  # |x * m + bias| < 2^24
+
+        def compute_convert(x):
+            return te.compute(x.shape, lambda *i: te.max(te.min(
+                ((x(*i).astype("int32") * _i32(m) + _i32(bias)) >> _i32(8)) + _i32(a["out_zp"]),
+                _i32(a["act_max"])), _i32(a["act_min"])).astype(x.dtype), name="requantize")
+
+        return bb.call_te(compute_convert, call.args[0],
+                          primfunc_name_hint="canonqnn_requantize")
 
     def compute(x):
         return te.compute(x.shape, lambda *i: te_requant_via_real(
@@ -241,17 +276,21 @@ def _requantize_legalize(bb: Any, call: Any) -> Any:
 
 
 def requantize_constraint(x_dtype: str, rounding: str | None = None,
-                          zero_points=()) -> Refusal | None:
+                          zero_points=(), scales=None) -> Refusal | None:
     """x int8 per tensor, output int8 per tensor; or x and output int16 (TFLite's 16x8 int16
-    activations, under the Q31 roundings, zero points 0); xnnpack: equal input and output
-    parameters (a clamp)"""
+    activations, under the Q31 roundings, zero points 0); xnnpack: in_scale / out_scale in
+    [2^-8, 2^7] (scales = (in_scale, out_scale), as XNNPACK's convert)"""
+    if rounding == "xnnpack" and scales is not None and \
+            xnnpack_convert_multiplier(*scales) is None:
+        return Refusal(f"in_scale / out_scale outside [2^-8, 2^7] (XNNPACK's convert); got "
+                       f"{scales[0]!r} / {scales[1]!r}", UnsupportedRounding)
     return activation_dtype(x_dtype, rounding, zero_points)
 
 
 REQUANTIZE = register(CanonicalOp(
     name="requantize",
     summary="int8 -> int8 change of scale/zero point (rne_f32: dequantize then quantize in "
-            "float32; q31: TFLite QUANTIZE, also int16 -> int16)",
+            "float32; q31: TFLite QUANTIZE, also int16 -> int16; xnnpack: XNNPACK's convert)",
     args=("x",),
     attrs=REQ_ATTRS,
     infer=lambda call: input_type(call, _tvm.shape_of(call.args[0])),
@@ -267,12 +306,8 @@ def requantize(x: Any, in_qp: QParams, out_qp: QParams, act: tuple[int, int] | N
                rounding: str = "rne_f32") -> Any:
     """``act`` defaults to the full range of ``x``'s dtype (the output's)."""
     REQUANTIZE.require(x_dtype=_tvm.dtype_of(x), rounding=rounding,
-                       zero_points=(in_qp.scalar_zp, out_qp.scalar_zp))
-    if rounding == "xnnpack" and not in_qp.same_as(out_qp):
-        # equal parameters make it a clamp; XNNPACK's qs8 convert was not measured
-        raise UnsupportedRounding("canonqnn.requantize: rounding xnnpack needs equal input and "
-                                  "output parameters (XNNPACK's requantization is not "
-                                  "implemented)")
+                       zero_points=(in_qp.scalar_zp, out_qp.scalar_zp),
+                       scales=(in_qp.scalar_scale, out_qp.scalar_scale))
     if act is None:
         act = activation_range(_tvm.dtype_of(x))
     return REQUANTIZE.call([x], dict(

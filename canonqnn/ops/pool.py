@@ -6,10 +6,11 @@ global_avg_pool2d (rounding rne_f32, onnxruntime QLinearGlobalAveragePool):
     scale = f32(x_scale / f32(out_scale * f32(H*W)))
     y = clamp(RNE(f32(acc) * scale), act - out_zp) + out_zp
 
-global_avg_pool2d (rounding xnnpack, XNNPACK's qs8 mean; measured bit-exact):
-    sc = f32(f32(x_scale / out_scale) * f32(1 / (H*W)))
-    bias = f32(out_zp - f32(f32(H*W * x_zp) * sc))
-    y = clamp(RNE(f32(f32(f32(sum_{h,w} x) * sc) + bias)), act_min, act_max)   (no FMA)
+global_avg_pool2d, reduce_mean (rounding xnnpack, XNNPACK's qs8/qu8 mean over the n = H*W or
+the reduced values; measured bit-exact; o = 128 for uint8 sources, which XNNPACK sums stored):
+    sc = f32(f32(x_scale / out_scale) * f32(1 / n))
+    bias = f32((out_zp + o) - f32(f32(n * (x_zp + o)) * sc))
+    y = clamp(RNE(f32(f32(f32(sum x + n*o) * sc) + bias)), act + o) - o   (no FMA)
 
 avg_pool2d (rounding rne_f32, onnxruntime QLinearAveragePool; o = 128 for uint8 sources):
     xf = f32(x_scale * f32(x - x_zp))
@@ -122,18 +123,40 @@ def _global_scale(a: dict, count: int) -> np.float32:
     return F32(F32(a["x_scale"]) / F32(F32(a["out_scale"]) * F32(count)))
 
 
-def _xnnpack_global_constants(a: dict, count: int) -> tuple[np.float32, np.float32]:
+# XNNPACK's mean (global_avg_pool2d and reduce_mean, rounding xnnpack): the integer sum of
+# the count values, scaled and offset in float32. A uint8 source's kernel (qu8) sums the
+# stored uint8 values with its uint8 zero points: the int8-held values are shifted back first,
+# as the float32 products differ.
+def _xnnpack_mean_constants(a: dict, count: int) -> tuple[np.float32, np.float32, int]:
+    shift = 128 if a["source_dtype"] == "uint8" else 0
     sc = F32(F32(F32(a["x_scale"]) / F32(a["out_scale"])) * F32(F32(1) / F32(count)))
-    return sc, F32(F32(a["out_zp"]) - F32(F32(count * a["x_zp"]) * sc))
+    return sc, F32(F32(a["out_zp"] + shift) - F32(F32(count * (a["x_zp"] + shift)) * sc)), shift
+
+
+def xnnpack_mean_reference(total, count: int, a: dict) -> np.ndarray:
+    """The int8 mean of int32 sums ``total`` of ``count`` int8 values, as XNNPACK computes it."""
+    sc, bias, shift = _xnnpack_mean_constants(a, count)
+    stored = (np.asarray(total, np.int64) + shift * count).astype(F32)
+    v = ((stored * sc).astype(F32) + bias).astype(F32)
+    return (np.clip(np.rint(v), a["act_min"] + shift, a["act_max"] + shift) - shift) \
+        .astype(np.int8)
+
+
+def te_xnnpack_mean(total, count: int, a: dict):
+    """``xnnpack_mean_reference`` of one int32 sum, in TE."""
+    sc, bias, shift = _xnnpack_mean_constants(a, count)
+    stored = (total + count * shift).astype("float32")
+    v = tirx.round(te_no_contract(stored * tirx.const(float(sc), "float32"))
+                   + tirx.const(float(bias), "float32"))
+    lo, hi = (tirx.const(float(a[k] + shift), "float32") for k in ("act_min", "act_max"))
+    return (te.max(te.min(v, hi), lo).astype("int32") - shift).astype("int8")
 
 
 def _global_reference(x, **a) -> np.ndarray:
     n, c, h, w = x.shape
     if a["rounding"] == "xnnpack":
-        sc, bias = _xnnpack_global_constants(a, h * w)
-        total = x.astype(np.int32).sum(axis=(2, 3), keepdims=True)
-        v = ((total.astype(F32) * sc).astype(F32) + bias).astype(F32)
-        return np.clip(np.rint(v), a["act_min"], a["act_max"]).astype(np.int8)
+        return xnnpack_mean_reference(x.astype(np.int32).sum(axis=(2, 3), keepdims=True),
+                                      h * w, a)
     if a["rounding"] in Q31_ROUNDINGS:
         total = x.astype(np.int64).sum(axis=(2, 3), keepdims=True)
         if a["q31_kernel"] == "average_pool":
@@ -160,22 +183,14 @@ def _global_legalize(bb: Any, call: Any) -> Any:
             return te.compute((n, c, 1, 1), lambda *i: _te_q31_global(
                 acc(*i), a, h * w, x.dtype), name="global_avg_pool")
         if a["rounding"] == "xnnpack":
-            sc, bias = (tirx.const(float(v), "float32")
-                        for v in _xnnpack_global_constants(a, h * w))
-            return te.compute((n, c, 1, 1), lambda *i: _te_xnnpack_global(
-                acc(*i), sc, bias, a), name="global_avg_pool")
+            return te.compute((n, c, 1, 1), lambda *i: te_xnnpack_mean(acc(*i), h * w, a),
+                              name="global_avg_pool")
 
         return te.compute((n, c, 1, 1), lambda *i: te_requant_accumulator(
             acc(*i) - a["x_zp"] * h * w, scale, a["out_zp"], a["act_min"], a["act_max"]),
             name="global_avg_pool")
 
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_global_avg_pool2d")
-
-
-def _te_xnnpack_global(total, sc, bias, a: dict):
-    v = tirx.round(te_no_contract(total.astype("float32") * sc) + bias)
-    lo, hi = (tirx.const(float(a[k]), "float32") for k in ("act_min", "act_max"))
-    return te.max(te.min(v, hi), lo).astype("int32").astype("int8")
 
 
 def _te_q31_global(total, a: dict, count: int, out_dtype: str):

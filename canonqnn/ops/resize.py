@@ -48,6 +48,14 @@ linear, uint8 sources (float32 on u = x + 128, every product rounded, no FMA):
     t = ((f32(f32(u_ll gy) gx) + f32(f32(u_hl fy) gx)) + f32(f32(u_lh gy) fx))
         + f32(f32(u_hh fy) fx)
     y = clamp(round_half_away(t) - 128, act)        (ll = (lo_y, lo_x), hl = (hi_y, lo_x), ...)
+
+Rounding xnnpack: XNNPACK's int8 bilinear resize (TFLite's default interpreter delegates
+RESIZE_BILINEAR to it), linear only, the flags and parameters as for the q31 roundings:
+    scale = as above;  c = min(f32(o * scale), in - 1)  (align_corners, or no half_pixel_centers)
+            c = clamp(f32(f32(o * scale) + f32(f32(0.5 * scale) - 0.5)), 0, in - 1)  (otherwise)
+    lo = floor(c), hi = min(lo + 1, in - 1), a = lrintf(f32(c - lo) * 2^11)
+    top = (x_tl << 11) + (x_tr - x_tl) * a_x,  bottom = (x_bl << 11) + (x_br - x_bl) * a_x
+    y = clamp(((top << 11) + (bottom - top) * a_y + 2^21) >> 22, act)      (int32, ties up)
 """
 
 from __future__ import annotations
@@ -80,7 +88,7 @@ KERNELS = ("float", "integer")
 ATTRS = ("size", "method", "coordinate_transformation_mode", "nearest_mode", "kernel",
          "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding",
          "source_dtype")
-ROUNDINGS = ("rne_f32", *Q31_ROUNDINGS)
+ROUNDINGS = ("rne_f32", "xnnpack", *Q31_ROUNDINGS)
 # TFLite's (align_corners, half_pixel_centers) as the attributes that stand for them
 TFLITE_NEAREST = {("asymmetric", "floor"): (False, False),
                   ("align_corners", "round_prefer_ceil"): (True, False),
@@ -180,6 +188,8 @@ def bilinear(xf: np.ndarray, a: dict) -> np.ndarray:
 def _reference(x, **a) -> np.ndarray:
     if a["rounding"] in Q31_ROUNDINGS:
         return _reference_q31(x, a)
+    if a["rounding"] == "xnnpack":
+        return _reference_xnnpack(x, a)
     (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
     if a["method"] == "nearest":
         ih = nearest_indices(x.shape[2], oh, mode, a["nearest_mode"])
@@ -263,6 +273,60 @@ def tflite_float_taps(in_len: int, out_len: int, align_corners: bool,
     hi = np.minimum(np.ceil(v), in_len - 1).astype(np.int32)
     f = (v - lo.astype(F32)).astype(F32)
     return lo, hi, f, (F32(1) - f).astype(F32)
+
+
+# ---------------------------------------------------------------- XNNPACK (rounding xnnpack)
+def xnnpack_taps(in_len: int, out_len: int, align_corners: bool, half_pixel_centers: bool):
+    """XNNPACK's bilinear taps per output index: (lo, hi, alpha), alpha the weight of ``hi``
+    in 11-bit fixed point, ``lrintf(f32(c - lo) * 2^11)``."""
+    adjust = int(align_corners and out_len != 1)
+    scale = F32(F32(in_len - adjust) / F32(out_len - adjust))
+    o = np.arange(out_len).astype(F32)
+    if align_corners or not half_pixel_centers:
+        c = np.minimum((o * scale).astype(F32), F32(in_len - 1))
+    else:
+        offset = F32(F32(F32(0.5) * scale) - F32(0.5))
+        c = np.clip(((o * scale).astype(F32) + offset).astype(F32), F32(0), F32(in_len - 1))
+    lo = c.astype(np.int32)  # c >= 0: truncation is floor
+    hi = np.minimum(lo + 1, in_len - 1).astype(np.int32)
+    alpha = np.rint(((c - lo.astype(F32)).astype(F32) * F32(2048)).astype(F32))
+    return lo, hi, alpha.astype(np.int32)
+
+
+def _reference_xnnpack(x, a: dict) -> np.ndarray:
+    (oh, ow), (h, w) = a["size"], x.shape[2:]
+    ac, hpc = tflite_flags(a)
+    y1, y2, ay = (v.astype(np.int64) for v in xnnpack_taps(h, oh, ac, hpc))
+    x1, x2, ax = (v.astype(np.int64) for v in xnnpack_taps(w, ow, ac, hpc))
+    xs = x.astype(np.int64)
+    rows_lo, rows_hi = xs[:, :, y1], xs[:, :, y2]
+    tl, tr = rows_lo[:, :, :, x1], rows_lo[:, :, :, x2]
+    bl, br = rows_hi[:, :, :, x1], rows_hi[:, :, :, x2]
+    top = (tl << 11) + (tr - tl) * ax
+    bottom = (bl << 11) + (br - bl) * ax
+    acc = (top << 11) + (bottom - top) * ay[:, None]
+    return np.clip((acc + (1 << 21)) >> 22, a["act_min"], a["act_max"]).astype(np.int8)
+
+
+def _legalize_xnnpack(bb: Any, call: Any, a: dict) -> Any:
+    n, c, h, w = _tvm.shape_of(call.args[0])
+    (oh, ow), (ac, hpc) = a["size"], tflite_flags(a)
+    taps = [_tvm.const(t) for t in xnnpack_taps(h, oh, ac, hpc) + xnnpack_taps(w, ow, ac, hpc)]
+
+    def interpolate(x, y1, y2, ay, x1, x2, ax):
+        def value(b, ch, i, j):
+            def at(row, col):
+                return x[b, ch, row[i], col[j]].astype("int32")
+
+            # |acc| < 2^29: int32 as XNNPACK computes it
+            top = (at(y1, x1) << 11) + (at(y1, x2) - at(y1, x1)) * ax[j]
+            bottom = (at(y2, x1) << 11) + (at(y2, x2) - at(y2, x1)) * ax[j]
+            acc = (top << 11) + (bottom - top) * ay[i]
+            return _te_clamp((acc + (1 << 21)) >> 22, a)
+        return te.compute((n, c, oh, ow), value, name="resize_bilinear")
+
+    return bb.call_te(interpolate, call.args[0], *taps,
+                      primfunc_name_hint="canonqnn_resize2d_bilinear")
 
 
 def _reference_q31(x, a: dict) -> np.ndarray:
@@ -356,6 +420,8 @@ def _legalize(bb: Any, call: Any) -> Any:
     a = _tvm.attrs_dict(call)
     if a["rounding"] in Q31_ROUNDINGS:
         return _legalize_q31(bb, call, a)
+    if a["rounding"] == "xnnpack":
+        return _legalize_xnnpack(bb, call, a)
     n, c, h, w = _tvm.shape_of(call.args[0])
     (oh, ow), mode = a["size"], a["coordinate_transformation_mode"]
     if a["method"] == "nearest":
@@ -429,7 +495,9 @@ def resize2d_constraint(method: str = "nearest",
         return Refusal(f"nearest_mode {nearest_mode!r} is not supported")
     if kernel == "integer" and (method != "linear" or not same):
         return Refusal("the integer kernel is bilinear with one set of parameters")
-    if rounding not in Q31_ROUNDINGS:
+    if rounding == "xnnpack" and method != "linear":
+        return Refusal("XNNPACK resizes bilinearly only; xnnpack refused", UnsupportedRounding)
+    if rounding not in (*Q31_ROUNDINGS, "xnnpack"):
         return None
     if _tflite_flags(method, mode, nearest_mode) is None:
         return Refusal(f"{method} resize with coordinate_transformation_mode {mode!r}" + (
@@ -439,7 +507,7 @@ def resize2d_constraint(method: str = "nearest",
         return Refusal(f"TFLite's resize kernels move stored values and ignore the parameters; "
                        f"{rounding} needs equal input and output parameters and kernel 'float' "
                        f"(got {x_qp} -> {out_qp}, kernel {kernel!r})", UnsupportedRounding)
-    if method == "linear" and source_dtype not in ("int8", "uint8"):
+    if method == "linear" and rounding != "xnnpack" and source_dtype not in ("int8", "uint8"):
         return Refusal(f"TFLite's int8 and uint8 bilinear kernels differ; {rounding} needs "
                        f"source_dtype 'int8' or 'uint8', got {source_dtype!r}",
                        UnsupportedRounding)

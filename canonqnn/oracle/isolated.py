@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from multiprocessing import Pipe
 from multiprocessing.connection import Connection
 from typing import Any
@@ -238,3 +238,31 @@ def _reply(conn: Connection, reply: tuple[str, Any]) -> bool:
     except Exception as exc:  # noqa: BLE001  (a result that does not pickle)
         return _reply(conn, ("raised", _message(exc)))
     return True
+
+
+@contextlib.contextmanager
+def quietly() -> Iterator[None]:
+    """What a runtime's native code and Python packages print while it sets up (ExecuTorch's
+    CPU-detection messages, the TFLite interpreter's delegate announcement, torchao's missing
+    CUDA kernels, deprecation warnings) kept out of canonqnn's output: written to a file,
+    shown only if the setup fails."""
+    import tempfile
+    import warnings
+
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as log, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        os.dup2(log.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            log.seek(0)
+            sys.stderr.write(log.read().decode(errors="replace"))
+            raise
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)

@@ -63,6 +63,7 @@ class ParityResult:
         if "numerics" in self.extra:
             lines.append(f"numerics: {self.extra['numerics']} (this host's runtime: "
                          f"{self.extra['runtime_numerics']})")
+        lines += [f"note: {note}" for note in self.extra.get("notes", [])]
         if "nonfinite_inputs" in self.extra:
             lines.append("inputs holding NaN or infinity (given, not made by canonqnn; runtimes "
                          "may quantize them differently): " + ", ".join(
@@ -203,6 +204,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
              "outputs": [o.__dict__ for o in outs] if r.run is not None else []}
             for r, outs in zip(runtimes[1:], per_runtime[1:])]
     extra: dict[str, Any] = {"numerics": report.numerics}
+    if io.notes:  # e.g. an ONNX input's dynamic batch dimension set to 1
+        extra["notes"] = io.notes
     if nonfinite := nonfinite_inputs(feeds):
         extra["nonfinite_inputs"] = nonfinite
     runtime_profile = source_profile(io.source)

@@ -14,6 +14,12 @@ builds each table from one float32 kernel. Such a source lists its whole functio
 ``KERNELS`` (``kernels``) and builds their tables itself (``kernel_table``); it evaluates no
 single op.
 
+Where one source's runtime computes differently on different hosts or configurations, the
+numerics profile's ``tables`` choice names the module (``FAMILIES``, passed as ``family``):
+``xnnpack_avx2`` and ``xnnpack_avx512`` (ExecuTorch's XNNPACK by x86 class), and
+``tflite_xnnpack`` (TFLite's default interpreter, whose XNNPACK delegate takes some int8
+builtins from the reference kernels: ``canonqnn.tables.litert_xnnpack``).
+
 Pure numpy: importing this package imports neither TVM nor any model format. Each source's
 module is imported when first asked for; ``tflite``'s Q31 arithmetic still comes from
 ``canonqnn.ops``, which imports TVM.
@@ -32,13 +38,25 @@ from .onnxruntime import NotEvaluable
 # Source -> the module of this package that computes as its runtime does, imported on first
 # use (a source's tables cost nothing until a model of it is converted).
 RUNTIMES: dict[str, str] = {"onnx": "onnxruntime", "tflite": "tflite", "torch": "xnnpack"}
+# A profile's ``tables`` choice -> (the source it applies to, the module computing it), where
+# the source's runtime has more than one way of computing its tables.
+FAMILIES: dict[str, tuple[str, str]] = {"xnnpack_avx2": ("torch", "xnnpack"),
+                                        "xnnpack_avx512": ("torch", "xnnpack_avx512"),
+                                        "tflite_xnnpack": ("tflite", "litert_xnnpack"),
+                                        "tflite_builtin": ("tflite", "tflite_builtin")}
 CODES = INT8_CODES  # table row index i holds code i - 128
 
 
-def runtime(source: str) -> ModuleType:
+def runtime(source: str, family: str | None = None) -> ModuleType:
+    """The module computing ``source``'s tables, under the profile's ``tables`` choice
+    ``family`` when that is one of ``FAMILIES`` for this source (any other choice leaves the
+    source's default)."""
     if source not in RUNTIMES:
         raise NotEvaluable(f"no table builder for source {source!r} (known: {sorted(RUNTIMES)})")
-    return importlib.import_module(f"{__name__}.{RUNTIMES[source]}")
+    name = RUNTIMES[source]
+    if family in FAMILIES and FAMILIES[family][0] == source:
+        name = FAMILIES[family][1]
+    return importlib.import_module(f"{__name__}.{name}")
 
 
 def evaluates(source: str, op: str) -> bool:
@@ -90,22 +108,23 @@ def build(source: str, fn, in_qp: QParams, out_qp: QParams) -> np.ndarray:
     return quantize(source, fn(input_values(source, in_qp)), out_qp)
 
 
-def kernels(source: str) -> dict[str, str] | None:
+def kernels(source: str, family: str | None = None) -> dict[str, str] | None:
     """The whole functions ``source`` builds tables of (name -> its kernel), or None when the
     source evaluates float chains op by op."""
-    return getattr(runtime(source), "KERNELS", None) if source in RUNTIMES else None
+    return getattr(runtime(source, family), "KERNELS", None) if source in RUNTIMES else None
 
 
 def kernel_table(source: str, function: str, in_qp: QParams, out_qp: QParams,
-                 **params) -> np.ndarray:
+                 family: str | None = None, **params) -> np.ndarray:
     """The int8[256] table ``source``'s kernel for ``function`` computes (entry i: input code
-    i - 128); ``params`` are the kernel's (``alpha``, ``source_dtype``). Raises
+    i - 128), in the profile's table ``family``; ``params`` are the kernel's (``alpha``,
+    ``source_dtype``, and for ``tflite_xnnpack`` ``source_op``, the builtin's name). Raises
     ``NotEvaluable`` with the reason when the source has no such kernel or refuses the
     parameters."""
-    if kernels(source) is None:
+    if kernels(source, family) is None:
         raise NotEvaluable(f"source {source!r} builds tables from float chains, not kernels")
-    return runtime(source).table(function, in_qp, out_qp, **params)
+    return runtime(source, family).table(function, in_qp, out_qp, **params)
 
 
-__all__ = ["CODES", "NotEvaluable", "RUNTIMES", "build", "dequantize", "evaluate", "evaluates",
-           "input_values", "kernel_table", "kernels", "quantize", "runtime"]
+__all__ = ["CODES", "FAMILIES", "NotEvaluable", "RUNTIMES", "build", "dequantize", "evaluate",
+           "evaluates", "input_values", "kernel_table", "kernels", "quantize", "runtime"]

@@ -36,7 +36,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..numerics.arithmetic import float32_library_function, round_half_away, trunc_div
+from ..numerics.arithmetic import float32_library_function, round_half_away
 from ..numerics.q31 import (
     INT32_MAX,
     multiply_by_quantized_multiplier,
@@ -58,6 +58,7 @@ from ..qparams import (
 from . import tflite_int16
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable  # the one error type of canonqnn.tables
+from .tflite_int16_fixedpoint import rdbp16, sdhm16, srdhm16
 
 CODES = INT8_CODES
 _UINT8_SHIFT = 128
@@ -170,32 +171,6 @@ def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- HARD_SWISH (int16 fixed point)
-def _srdhm16(a, b) -> np.ndarray:
-    """gemmlowp SaturatingRoundingDoublingHighMul on int16: round(a * b / 2^15), ties away."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    ab = a * b
-    nudge = np.where(ab >= 0, 1 << 14, 1 - (1 << 14))
-    out = wrap_int16(trunc_div(ab + nudge, 1 << 15))
-    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
-
-
-def _sdhm16(a, b) -> np.ndarray:
-    """TFLite SaturatingDoublingHighMul (int16, truncating: SQDMULH)."""
-    a, b = np.asarray(a, np.int64), np.asarray(b, np.int64)
-    out = wrap_int16(trunc_div(a * b, 1 << 15))
-    return np.where((a == INT16_MIN) & (b == INT16_MIN), INT16_MAX, out)
-
-
-def _rdbp16(x, exponent: int) -> np.ndarray:
-    """gemmlowp RoundingDivideByPOT on int16 lanes: the mask ``2^e - 1`` is itself an int16,
-    so exponents of 16 and more give a mask of -1 (measured behaviour kept)."""
-    x = np.asarray(x, np.int64)
-    mask = int(wrap_int16((1 << exponent) - 1))
-    remainder = wrap_int16(x & mask)
-    threshold = wrap_int16((mask >> 1) + (x < 0))
-    return wrap_int16((x >> exponent) + (remainder > threshold))
-
-
 def _saturating_left_shift16(x, amount: int) -> np.ndarray:
     return np.clip(np.asarray(x, np.int64) * (1 << amount), INT16_MIN, INT16_MAX)
 
@@ -228,17 +203,17 @@ def hard_swish(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> n
     shift = _UINT8_SHIFT if source_dtype == "uint8" else 0
     x = (CODES.astype(np.int64) + shift) - (in_qp.scalar_zp + shift)
     hires = wrap_int16(x * 128)
-    preshift = _srdhm16(hires, p["output_multiplier"])
+    preshift = srdhm16(hires, p["output_multiplier"])
     reluish, e = hires, p["reluish_exponent"]
     if e > 0:
         reluish = _saturating_left_shift16(reluish, e - 1)
-    reluish = _srdhm16(reluish, p["reluish_multiplier"])
+    reluish = srdhm16(reluish, p["reluish_multiplier"])
     if e > 0:
         reluish = _saturating_left_shift16(reluish, 1)
     if e < 0:
-        reluish = _rdbp16(reluish, -e)
+        reluish = rdbp16(reluish, -e)
     reluish = wrap_int16((reluish + (1 << 15)) >> 1)
-    out = _rdbp16(_sdhm16(reluish, preshift), -p["output_exponent"])
+    out = rdbp16(sdhm16(reluish, preshift), -p["output_exponent"])
     out = wrap_int16(out + out_qp.scalar_zp + shift)  # int16 += zero point (wraps)
     lo, hi = (0, 255) if source_dtype == "uint8" else (INT8_MIN, INT8_MAX)
     return (np.clip(out, lo, hi) - shift).astype(np.int8)
@@ -321,7 +296,7 @@ _FLOAT_TRANSFORMS = {"sigmoid": logistic, "tanh": tanhf, "gelu": gelu, "gelu_tan
 
 
 def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None = None,
-          source_dtype: str = "int8") -> np.ndarray:
+          source_dtype: str = "int8", optimized: bool = False) -> np.ndarray:
     """The int8[256] table TFLite's kernel for ``function`` (a key of ``KERNELS``) computes
     between per-tensor ``in_qp`` and ``out_qp`` (int8 form; ``source_dtype`` "uint8" when the
     model's tensors are uint8). Entry i is the output for input code i - 128. int16 ``in_qp``
@@ -329,9 +304,11 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
 
     Raises ``NotEvaluable`` for functions TFLite has no kernel for and for parameters its
     kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128, RSQRT an
-    int8 model)."""
+    int8 model). ``optimized``: the built-in optimized kernels' (``OpResolverType.BUILTIN``),
+    which differ from the reference kernels' in int16 LOGISTIC and TANH of power-of-two input
+    scales (``tflite_int16``) only."""
     if in_qp.dtype == "int16" or out_qp.dtype == "int16":
-        return _int16_table(function, in_qp, out_qp, alpha)
+        return _int16_table(function, in_qp, out_qp, alpha, optimized)
     if function == "sigmoid" and out_qp.scalar_scale != 1.0 / 256:
         raise NotEvaluable(f"TFLite LOGISTIC requires output scale 1/256, got {out_qp!r}")
     if function in _FLOAT_TRANSFORMS:
@@ -349,7 +326,7 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
 
 
 def _int16_table(function: str, in_qp: QParams, out_qp: QParams,
-                 alpha: float | None) -> np.ndarray:
+                 alpha: float | None, optimized: bool) -> np.ndarray:
     """The int16[65536] table of TFLite's 16x8 kernel for ``function`` (entry i: code
     i - 32768); ``canonqnn.tables.tflite_int16``."""
     if (in_qp.dtype, out_qp.dtype) != ("int16", "int16"):
@@ -360,9 +337,9 @@ def _int16_table(function: str, in_qp: QParams, out_qp: QParams,
     if function == "leaky_relu" and alpha is not None:
         return leaky_relu(in_qp, out_qp, alpha)
     if function == "sigmoid":
-        return tflite_int16.logistic(in_qp, out_qp)
+        return tflite_int16.logistic(in_qp, out_qp, optimized)
     if function == "tanh":
-        return tflite_int16.tanh(in_qp, out_qp)
+        return tflite_int16.tanh(in_qp, out_qp, optimized)
     raise NotEvaluable(f"canonqnn has no table of TFLite's int16 kernel for {function!r} "
                        "(int16 tables: leaky_relu, sigmoid, tanh)")
 

@@ -1,5 +1,6 @@
 """TFLite's int16 elementwise kernels (16x8 models: int16 activations, zero points 0), as the
-reference kernels compute them (``OpResolverType.BUILTIN_REF``, ai-edge-litert 2.3 on x86-64).
+reference kernels compute them (``OpResolverType.BUILTIN_REF``, ai-edge-litert 2.3 on x86-64),
+and TANH / LOGISTIC as the optimized builtin kernels compute them.
 
 A function of one int16 tensor takes 65,536 values, so the table of the whole kernel is exact:
 
@@ -7,6 +8,12 @@ A function of one int16 tensor takes 65,536 values, so the table of the whole ke
     sigmoid     LOGISTIC     rescale the input to 1/(24 * 512) steps, interpolate TFLite's
                              256-entry ``sigmoid_table_uint16`` (sigmoid(i / 24) in 0.16)
     tanh        TANH         2 * sigmoid(2x) - 1 on the same table
+
+The builtin optimized kernels (``BUILTIN_WITHOUT_DEFAULT_DELEGATES``, and the default
+``BUILTIN`` resolver, whose XNNPACK delegate takes no int16 TANH / LOGISTIC) call the same
+reference arithmetic except for a power-of-two input scale of 2^-12 (TANH also 2^-11), which
+they compute in gemmlowp's int16 fixed point instead (``tflite_int16_fixedpoint``): pass
+``optimized=True`` to ``logistic`` / ``tanh`` for that variant.
 
 Sources: ``tensorflow/lite/kernels/activations.cc`` (Prepare),
 ``internal/reference/integer_ops/logistic.h`` and ``tanh.h``, ``internal/common.h``
@@ -24,6 +31,7 @@ import numpy as np
 from ..numerics.arithmetic import round_half_away_floor_f64
 from ..numerics.q31 import wrap_int32
 from ..qparams import INT16_MAX, INT16_MIN, QParams
+from . import tflite_int16_fixedpoint
 from .onnxruntime import NotEvaluable
 
 CODES = np.arange(INT16_MIN, INT16_MAX + 1, dtype=np.int64)  # entry i holds code i - 32768
@@ -53,6 +61,10 @@ SIGMOID_TABLE_UINT16 = np.array([
     65534, 65534, 65534, 65534, 65534, 65534, 65534, 65534, 65535,
 ], dtype=np.int64)
 Q015 = 2.0 ** -15  # LOGISTIC and TANH write Q0.15
+# The power-of-two input scales' ``input_left_shift`` (12 + log2(scale)) each kernel takes
+# without a multiplier: the ones its optimized variant computes in gemmlowp fixed point.
+_LOGISTIC_POT_SHIFTS = (0,)
+_TANH_POT_SHIFTS = (0, 1)
 
 
 def checked_log2(x: float) -> tuple[bool, int]:
@@ -69,15 +81,23 @@ def _check_zero_points(what: str, *qps: QParams) -> None:
         raise NotEvaluable(f"TFLite's int16 {what} requires zero points 0")
 
 
-def _input_scaling(in_scale: float, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
-    """LOGISTIC / TANH int16 Prepare: ``(multiplier, shift)`` of ``(x * m + 2^(s-1)) >> s``,
-    which maps the input to steps of 1/(24 * 512) (LOGISTIC; TANH reads it as 1/(24 * 256) of
-    2x). A power-of-two input scale with ``12 + log2(s)`` in ``pot_shifts`` multiplies by
-    ``3 << (12 + log2(s))``; any other doubles ``s * 4096 * 3`` (in double) until it passes
-    16383.5 (at most 31 times) and truncates it."""
+def pot_input_left_shift(in_scale: float, pot_shifts: tuple[int, ...]) -> int | None:
+    """LOGISTIC / TANH int16 Prepare: ``input_left_shift = 12 + log2(s)`` when the input scale
+    is a power of two (``CheckedLog2``) and that shift is one of ``pot_shifts`` (the kernel
+    then leaves ``input_multiplier`` 0); else None."""
     is_pot, log2 = checked_log2(in_scale)
-    if is_pot and 12 + log2 in pot_shifts:
-        return 3 << (12 + log2), 0
+    return 12 + log2 if is_pot and 12 + log2 in pot_shifts else None
+
+
+def _input_scaling(in_scale: float, pot_shifts: tuple[int, ...]) -> tuple[int, int]:
+    """LOGISTIC / TANH int16 reference: ``(multiplier, shift)`` of ``(x * m + 2^(s-1)) >> s``,
+    which maps the input to steps of 1/(24 * 512) (LOGISTIC; TANH reads it as 1/(24 * 256) of
+    2x). A power-of-two input scale (``pot_input_left_shift``) multiplies by ``3 << shift``;
+    any other doubles ``s * 4096 * 3`` (in double) until it passes 16383.5 (at most 31 times)
+    and truncates it."""
+    pot_shift = pot_input_left_shift(in_scale, pot_shifts)
+    if pot_shift is not None:
+        return 3 << pot_shift, 0
     m, shift = float(np.float32(in_scale)) * 4096.0 * 3.0, 0
     while m <= 32767.0 / 2.0 and shift <= 30:
         shift, m = shift + 1, m * 2.0
@@ -89,9 +109,11 @@ def _rescaled(multiplier: int, shift: int) -> np.ndarray:
     return wrap_int32(CODES * multiplier + rounding) >> shift  # the product wraps in int32
 
 
-def logistic(in_qp: QParams, out_qp: QParams) -> np.ndarray:
+def logistic(in_qp: QParams, out_qp: QParams, optimized: bool = False) -> np.ndarray:
     """LOGISTIC int16 (``integer_ops/logistic.h``); the kernel refuses an output scale other
-    than exactly 1/32768:
+    than exactly 1/32768. ``optimized``: the builtin (non-reference) kernel, which computes an
+    input scale of exactly 2^-12 (``CheckedLog2``) in gemmlowp fixed point
+    (``tflite_int16_fixedpoint.logistic``) and any other as below:
 
         u = (x * m + 2^(s-1)) >> s;  a = |u|;  h = a >> 9
         r = h >= 255 ? 0x7FFF << 10 : (T[h] << 9) + (a & 511) * (T[h+1] - T[h])
@@ -101,7 +123,9 @@ def logistic(in_qp: QParams, out_qp: QParams) -> np.ndarray:
     if float(np.float32(out_qp.scalar_scale)) != Q015:
         raise NotEvaluable(f"TFLite's int16 LOGISTIC requires output scale 1/32768, got "
                            f"{out_qp.scalar_scale:g}")
-    u = _rescaled(*_input_scaling(in_qp.scalar_scale, (0,)))
+    if optimized and pot_input_left_shift(in_qp.scalar_scale, _LOGISTIC_POT_SHIFTS) is not None:
+        return tflite_int16_fixedpoint.logistic(CODES)
+    u = _rescaled(*_input_scaling(in_qp.scalar_scale, _LOGISTIC_POT_SHIFTS))
     a = np.abs(u)
     h = a >> 9
     low = SIGMOID_TABLE_UINT16[np.minimum(h, 254)]
@@ -111,9 +135,12 @@ def logistic(in_qp: QParams, out_qp: QParams) -> np.ndarray:
     return (r >> 10).astype(np.int16)
 
 
-def tanh(in_qp: QParams, out_qp: QParams) -> np.ndarray:
+def tanh(in_qp: QParams, out_qp: QParams, optimized: bool = False) -> np.ndarray:
     """TANH int16 (``integer_ops/tanh.h``), ``2 * sigmoid(2x) - 1``; the kernel requires an
-    output scale whose ``CheckedLog2`` is -15 and then writes Q0.15 whatever it is:
+    output scale whose ``CheckedLog2`` is -15 and then writes Q0.15 whatever it is.
+    ``optimized``: the builtin (non-reference) kernel, which computes an input scale of 2^-12
+    or 2^-11 (``CheckedLog2``) in gemmlowp fixed point (``tflite_int16_fixedpoint.tanh``)
+    and any other as below:
 
         u = (x * m + 2^(s-1)) >> s;  a = |u|;  h = a >> 8
         r = h >= 255 ? 0xFFFF << 8 : (T[h] << 8) + (a & 255) * (T[h+1] - T[h])
@@ -124,7 +151,10 @@ def tanh(in_qp: QParams, out_qp: QParams) -> np.ndarray:
     if not exact or log2 != -15:
         raise NotEvaluable(f"TFLite's int16 TANH requires output scale 2^-15, got "
                            f"{out_qp.scalar_scale:g}")
-    u = _rescaled(*_input_scaling(in_qp.scalar_scale, (0, 1)))
+    pot_shift = pot_input_left_shift(in_qp.scalar_scale, _TANH_POT_SHIFTS)
+    if optimized and pot_shift is not None:
+        return tflite_int16_fixedpoint.tanh(CODES, pot_shift)
+    u = _rescaled(*_input_scaling(in_qp.scalar_scale, _TANH_POT_SHIFTS))
     a = np.abs(u)
     h = a >> 8
     low = SIGMOID_TABLE_UINT16[np.minimum(h, 254)]

@@ -1,20 +1,26 @@
 """XNNPACK's int8 lookup tables, as ExecuTorch's XNNPACK delegate builds them for PT2E programs.
 
-XNNPACK computes a quantized unary op with a 256-entry table it fills when the operator is
-created: each input code is dequantized, run through the float32 kernel XNNPACK picks for the
-host's CPU, and quantized back (``table``). The kernels reproduced here are the ones it picks
-on x86-64 with AVX2 and FMA3 and without AVX-512 (numerics profile ``xnnpack-x86-avx2``):
+ExecuTorch 1.5.1 lowers ``dequantize -> f -> quantize`` to XNNPACK as a convert (int8 -> float32),
+the float32 op and a convert back; XNNPACK fuses such a chain of unary float ops between two
+8-bit values into a 256-entry table, filled by running the chain on the 256 input codes with the
+float32 kernels it picks for the host's CPU (``table``). The kernels reproduced here are the
+ones it picks on x86-64 with AVX2 and FMA3 and without AVX-512F (numerics profile
+``xnnpack-x86-avx2``); ``canonqnn.tables.xnnpack_avx512`` has those of AVX-512F hosts, which
+share all but sigmoid (and so silu) and leaky_relu's handling of denormals:
 
     sigmoid     f32 vsigmoid  avx2_rr1_p5_div       exp by range reduction, degree-5 polynomial
     tanh        f32 vtanh     fma3_rational_9_8_div rational approximation, one division
     gelu        f32 vgelu     fma3_rational_12_10_div  x * (1 + erf(x / sqrt 2)) / 2
-    gelu_tanh   the same gelu kernel (XNNPACK has no tanh-approximated gelu)
-    silu        x * sigmoid(x), the sigmoid kernel
+    gelu_tanh   the same gelu kernel (ExecuTorch serializes aten.gelu without ``approximate``)
+    silu        x * sigmoid(x), the sigmoid kernel then a multiply
     hardswish   x * min(max(x * 1/6 + 1/2, 0), 1), the multiply-add fused
-    leaky_relu  x < 0 ? x * slope : x
+    leaky_relu  f32 vlrelu avx: x * slope where the sign bit of x is set, else x
 
-Other CPUs get other kernels (AVX-512F, SSE, NEON) whose last bits differ; which kernels run
-here is found by running them (``canonqnn.frontends.torch.runtime.profile``).
+ELU has none: ExecuTorch 1.5.1's XnnpackPartitioner leaves ``aten.elu`` out of its configs, so
+ExecuTorch runs it with its own CPU kernel, outside XNNPACK.
+
+XNNPACK runs every kernel with the DAZ and FTZ bits set (``_f32.flush``). Which class a host
+is in is found by running the kernels (``canonqnn.frontends.torch.runtime.profile``).
 
 Pure numpy.
 """
@@ -25,24 +31,26 @@ from collections.abc import Callable
 
 import numpy as np
 
-from ..numerics.arithmetic import fma_f32
 from ..qparams import INT8_CODES, INT8_MAX, INT8_MIN, QParams
-from ._f32 import F32, f32, from_bits
+from ._f32 import F32, f32, flush, from_bits, ftz_add, ftz_div, ftz_fma, ftz_mul, ftz_sub
 from .onnxruntime import NotEvaluable
 
 
 def dequantize(codes, scale, zero_point) -> np.ndarray:
     """``f32(f32(q - zp) * scale)`` (XNNPACK's int8 -> float32 convert)."""
     diff = (np.asarray(codes, np.int32) - np.asarray(zero_point, np.int32)).astype(F32)
-    return (diff * f32(scale)).astype(F32)
+    return ftz_mul(diff, f32(scale))
 
 
 def quantize(values, scale: float, zero_point: int) -> np.ndarray:
-    """XNNPACK's float32 -> int8 convert: ``v = min(f32(x * f32(1 / scale)), 32767)``,
-    rounded to nearest even as an int32 (NaN and values below the int32 range give its
-    minimum), the zero point added after rounding, saturated to int8."""
-    v = np.minimum((f32(values) * (F32(1.0) / F32(scale))).astype(F32), F32(32767.0))
-    low = np.isnan(v) | (v < -2.0 ** 31)
+    """XNNPACK's float32 -> int8 convert on x86 (AVX2 and AVX-512 alike): ``v = min(f32(x *
+    f32(1 / scale)), 32767)``, where a NaN gives 32767 (``minps`` returns its second operand
+    when either is NaN), rounded to nearest even as an int32 (values below the int32 range
+    give its minimum), the zero point added after rounding, saturated to int8."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = ftz_mul(values, F32(1.0) / F32(scale))
+    v = np.where(np.isnan(v) | (v > F32(32767.0)), F32(32767.0), v)
+    low = v < -2.0 ** 31
     q = np.where(low, -2 ** 31, np.rint(np.where(low, 0, v))).astype(np.int64)
     return np.clip(q + int(zero_point), INT8_MIN, INT8_MAX).astype(np.int8)
 
@@ -60,14 +68,20 @@ _ERF_P = (0x3344DC78, 0x37538E9C, 0x39ACDFC4, 0x3C187A59, 0x3D8928B5, 0x3F4C4229
 _ERF_Q = (0x35A0E939, 0x38978E67, 0x3AF417E4, 0x3CE8EA2E, 0x3E804F1B)  # b10..b2 (then 1)
 _SIXTH = 0x3E2AAAAB
 _ONE = F32(1.0)
+SIGN = np.uint32(0x80000000)
+
+
+def minus_abs(x: np.ndarray) -> np.ndarray:
+    """-|x| by setting the sign bit (a bitwise op: a denormal keeps its bits)."""
+    return (f32(x).view(np.uint32) | SIGN).view(F32)
 
 
 def _horner(x2: np.ndarray, coefficients: tuple[int, ...], last=None) -> np.ndarray:
     """``((c0 * x2 + c1) * x2 + ...)`` with an FMA per step, ending with ``last`` if given."""
     c = [from_bits(b) for b in coefficients] + ([last] if last is not None else [])
-    p = fma_f32(x2, c[0], c[1])
+    p = ftz_fma(x2, c[0], c[1])
     for coefficient in c[2:]:
-        p = fma_f32(x2, p, coefficient)
+        p = ftz_fma(x2, p, coefficient)
     return p
 
 
@@ -76,65 +90,64 @@ def sigmoid(x) -> np.ndarray:
     degree-5 polynomial, f = e / (e + 1), 1 - f for x >= 0, 0 below the denormal cutoff."""
     x = f32(x)
     k = {name: from_bits(bits) for name, bits in _SIGMOID.items()}
-    z = (x.view(np.uint32) | np.uint32(0x80000000)).view(F32)  # -|x|
+    z = minus_abs(x)
     with np.errstate(all="ignore"):  # below the cutoff the lanes overflow; they are replaced
-        n = fma_f32(z, k["log2e"], k["magic_bias"])
+        n = ftz_fma(z, k["log2e"], k["magic_bias"])
         s = (n.view(np.uint32) << np.uint32(23)).view(F32)      # 2^round(z * log2 e)
-        n = (n - k["magic_bias"]).astype(F32)
-        t = fma_f32(n, k["minus_ln2"], z)
-        p = fma_f32(k["c5"], t, k["c4"])
+        n = ftz_sub(n, k["magic_bias"])
+        t = ftz_fma(n, k["minus_ln2"], z)
+        p = ftz_fma(k["c5"], t, k["c4"])
         for c in ("c3", "c2", "c1"):
-            p = fma_f32(p, t, k[c])
-        t = (t * s).astype(F32)
-        e = fma_f32(t, p, s)
-        f = (e / (e + _ONE).astype(F32)).astype(F32)
-    f = np.where(z < k["denorm_cutoff"], F32(0.0), f)
-    return np.where(np.signbit(x), f, (_ONE - f).astype(F32)).astype(F32)
+            p = ftz_fma(p, t, k[c])
+        t = ftz_mul(t, s)
+        e = ftz_fma(t, p, s)
+        f = ftz_div(e, ftz_add(e, _ONE))
+    f = np.where(flush(z) < k["denorm_cutoff"], F32(0.0), f)
+    return np.where(np.signbit(x), f, ftz_sub(_ONE, f)).astype(F32)
 
 
 def tanh(x) -> np.ndarray:
-    """f32 vtanh fma3_rational_9_8_div: x clamped to +-7.98, x * P(x^2) / Q(x^2)."""
+    """f32 vtanh fma3_rational_9_8_div (and avx512f_rational_9_8_div, the same arithmetic):
+    x clamped to +-7.98, x * P(x^2) / Q(x^2)."""
     bound = from_bits(_TANH_MAX)
-    x = np.maximum(-bound, np.minimum(bound, f32(x)))
-    x2 = (x * x).astype(F32)
-    p = (x * _horner(x2, _TANH_P, _ONE)).astype(F32)
-    return (p / _horner(x2, _TANH_Q, _ONE)).astype(F32)
+    x = np.maximum(-bound, np.minimum(bound, flush(x)))
+    x2 = ftz_mul(x, x)
+    return ftz_div(ftz_mul(x, _horner(x2, _TANH_P, _ONE)), _horner(x2, _TANH_Q, _ONE))
 
 
 def gelu(x) -> np.ndarray:
-    """f32 vgelu fma3_rational_12_10_div: (x * 0.5) * (1 + erf(x / sqrt 2)), the erf a
-    rational function c * P(c^2) / Q(c^2) of x clamped to +-5.16."""
-    x = f32(x)
+    """f32 vgelu fma3_rational_12_10_div (and avx512f_rational_12_10_div, the same
+    arithmetic): (x * 0.5) * (1 + erf(x / sqrt 2)), the erf a rational function
+    c * P(c^2) / Q(c^2) of x clamped to +-5.16."""
+    x = flush(x)
     bound = from_bits(_ERF_MAX)
     c = np.maximum(-bound, np.minimum(bound, x))
-    c2 = (c * c).astype(F32)
-    erf = ((c * _horner(c2, _ERF_P)).astype(F32) / _horner(c2, _ERF_Q, _ONE)).astype(F32)
-    return ((x * F32(0.5)).astype(F32) * (erf + _ONE).astype(F32)).astype(F32)
+    c2 = ftz_mul(c, c)
+    erf = ftz_div(ftz_mul(c, _horner(c2, _ERF_P)), _horner(c2, _ERF_Q, _ONE))
+    return ftz_mul(ftz_mul(x, F32(0.5)), ftz_add(erf, _ONE))
 
 
 def hardswish(x) -> np.ndarray:
-    """f32 vhswish fma3: x * min(max(fma(x, 1/6, 0.5), 0), 1)."""
-    x = f32(x)
-    gate = np.minimum(np.maximum(fma_f32(x, from_bits(_SIXTH), F32(0.5)), F32(0.0)), _ONE)
-    return (gate * x).astype(F32)
+    """f32 vhswish fma3 (and avx512f, the same arithmetic): x * min(max(fma(x, 1/6, 0.5), 0),
+    1)."""
+    x = flush(x)
+    gate = np.minimum(np.maximum(ftz_fma(x, from_bits(_SIXTH), F32(0.5)), F32(0.0)), _ONE)
+    return ftz_mul(gate, x)
 
 
 def silu(x) -> np.ndarray:
     """ExecuTorch lowers silu as x * sigmoid(x): the sigmoid kernel, then a multiply."""
-    x = f32(x)
-    return (x * sigmoid(x)).astype(F32)
+    return ftz_mul(x, sigmoid(x))
 
 
 def leaky_relu(x, alpha: float) -> np.ndarray:
-    """f32 vlrelu: x * slope where the sign bit of x is set, else x."""
+    """f32 vlrelu avx: x * slope where the sign bit of x is set, else x (a blend on the sign
+    bit: a negative denormal gives the product, -0)."""
     x = f32(x)
-    return np.where(np.signbit(x), (x * F32(alpha)).astype(F32), x).astype(F32)
+    return np.where(np.signbit(x), ftz_mul(x, F32(alpha)), x).astype(F32)
 
 
 # ---------------------------------------------------------------- the canonqnn.tables interface
-# ExecuTorch's XNNPACK GELU ignores ``approximate``: gelu_tanh runs the erf kernel.
-_FUNCTIONS: dict[str, Callable] = {"sigmoid": sigmoid, "tanh": tanh, "gelu": gelu,
-                                   "gelu_tanh": gelu, "hardswish": hardswish, "silu": silu}
 RUNTIME = "XNNPACK"  # in messages
 KERNELS: dict[str, str] = {"sigmoid": "vsigmoid", "tanh": "vtanh", "gelu": "vgelu",
                            "gelu_tanh": "vgelu", "hardswish": "vhswish", "silu": "vsigmoid",
@@ -142,27 +155,39 @@ KERNELS: dict[str, str] = {"sigmoid": "vsigmoid", "tanh": "vtanh", "gelu": "vgel
 EVALUATORS: dict[str, Callable] = {}  # whole kernels only, no per-op evaluation
 
 
-def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None = None,
-          source_dtype: str = "int8") -> np.ndarray:
-    """The int8[256] table XNNPACK builds for ``function`` (a key of ``KERNELS``) between
-    per-tensor ``in_qp`` and ``out_qp`` (entry i: input code i - 128). uint8 tensors, held as
-    int8 with the zero point shifted by -128, give the same table shifted: the zero points
-    enter only as ``q - zp`` and after rounding."""
-    if in_qp.dtype != "int8" or out_qp.dtype != "int8":
-        raise NotEvaluable(f"XNNPACK builds int8 tables only, not {in_qp.dtype} -> "
-                           f"{out_qp.dtype}")
-    if function == "leaky_relu":
-        if alpha is None:
-            raise NotEvaluable("leaky_relu needs alpha")
-        def fn(x): return leaky_relu(x, alpha)  # noqa: E704
-    elif function in _FUNCTIONS:
-        fn = _FUNCTIONS[function]
-    else:
-        raise NotEvaluable(f"XNNPACK has no int8 table kernel computing {function!r} "
-                           f"(its table kernels: {', '.join(sorted(KERNELS))})")
-    x = dequantize(INT8_CODES, in_qp.scalar_scale, in_qp.scalar_zp)
-    with np.errstate(over="ignore"):  # a product beyond float32 saturates as XNNPACK's does
-        return quantize(fn(x), out_qp.scalar_scale, out_qp.scalar_zp)
+def make_table(functions: dict[str, Callable], leaky: Callable) -> Callable[..., np.ndarray]:
+    """The ``table`` function of a class of hosts whose kernels are ``functions`` (one float32
+    argument) and ``leaky`` (x, alpha)."""
+
+    def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None = None,
+              source_dtype: str = "int8") -> np.ndarray:
+        """The int8[256] table XNNPACK builds for ``function`` (a key of ``KERNELS``) between
+        per-tensor ``in_qp`` and ``out_qp`` (entry i: input code i - 128). uint8 tensors,
+        held as int8 with the zero point shifted by -128, give the same table shifted: the
+        zero points enter only as ``q - zp`` and after rounding."""
+        if in_qp.dtype != "int8" or out_qp.dtype != "int8":
+            raise NotEvaluable(f"XNNPACK builds int8 tables only, not {in_qp.dtype} -> "
+                               f"{out_qp.dtype}")
+        if function == "leaky_relu":
+            if alpha is None:
+                raise NotEvaluable("leaky_relu needs alpha")
+            def fn(x): return leaky(x, alpha)  # noqa: E704
+        elif function in functions:
+            fn = functions[function]
+        else:
+            raise NotEvaluable(f"XNNPACK has no int8 table kernel computing {function!r} "
+                               f"(its table kernels: {', '.join(sorted(KERNELS))})")
+        x = dequantize(INT8_CODES, in_qp.scalar_scale, in_qp.scalar_zp)
+        with np.errstate(over="ignore"):  # a product beyond float32 saturates as XNNPACK's
+            return quantize(fn(x), out_qp.scalar_scale, out_qp.scalar_zp)
+
+    return table
+
+
+# ExecuTorch's XNNPACK GELU ignores ``approximate``: gelu_tanh runs the erf kernel.
+FUNCTIONS: dict[str, Callable] = {"sigmoid": sigmoid, "tanh": tanh, "gelu": gelu,
+                                  "gelu_tanh": gelu, "hardswish": hardswish, "silu": silu}
+table = make_table(FUNCTIONS, leaky_relu)
 
 
 def evaluate(op: str, args: list, attrs: dict) -> np.ndarray:

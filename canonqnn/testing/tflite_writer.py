@@ -43,6 +43,7 @@ class _Tensor:
     zero_point: np.ndarray | None
     quantized_dimension: int
     is_variable: bool = False
+    shape_signature: tuple[int, ...] | None = None
 
 
 class GraphWriter:
@@ -57,7 +58,9 @@ class GraphWriter:
 
     def tensor(self, name: str, shape, dtype: str, data: np.ndarray | None = None,
                scale=None, zero_point=None, quantized_dimension: int = 0,
-               is_variable: bool = False) -> int:
+               is_variable: bool = False, shape_signature=None) -> int:
+        """``shape_signature``: the shape with -1 for each dynamic dimension, as TensorFlow's
+        converter writes it beside ``shape`` (where each -1 is written 1)."""
         if is_variable and data is not None:
             raise ValueError(f"GraphWriter: variable tensor {name!r} cannot hold data")
         buffer = 0
@@ -73,7 +76,8 @@ class GraphWriter:
             np.atleast_1d(np.asarray(scale, np.float32)) if quant else None,
             np.broadcast_to(np.atleast_1d(np.asarray(zero_point, np.int64)),
                             np.atleast_1d(np.asarray(scale)).shape) if quant else None,
-            quantized_dimension, is_variable))
+            quantized_dimension, is_variable,
+            None if shape_signature is None else tuple(int(d) for d in shape_signature)))
         return len(self.tensors) - 1
 
     def op(self, kind: str, inputs: list[int], outputs: list[int],
@@ -88,11 +92,13 @@ class GraphWriter:
         self.operators.append((kind, list(inputs), list(outputs), options))
 
     def custom_op(self, name: str, inputs: list[int], outputs: list[int],
-                  options: dict[str, Any] | None = None) -> None:
+                  options: dict[str, Any] | bytes | None = None) -> None:
         """Kernels read their options by key, with no schema: ints, floats, bools and strings
         are written with their Python types. ``None`` writes no ``custom_options`` (an empty
-        dict, an empty map: TFLite_Detection_PostProcess's kernel crashes on none)."""
-        blob = b"" if options is None else bytes(flexbuffers.Dumps(options))
+        dict, an empty map: TFLite_Detection_PostProcess's kernel crashes on none); bytes are
+        written as given (``converter_flexbuffer``)."""
+        blob = options if isinstance(options, bytes) else \
+            b"" if options is None else bytes(flexbuffers.Dumps(options))
         self.operators.append((CUSTOM + name, list(inputs), list(outputs), blob))
 
     def finish(self, inputs: list[int], outputs: list[int], description: str = "canonqnn") \
@@ -161,8 +167,12 @@ class GraphWriter:
             quant = tflite.QuantizationParametersEnd(b)
         name = b.CreateString(t.name)
         shape = b.CreateNumpyVector(np.asarray(t.shape, np.int32))
+        signature = None if t.shape_signature is None else \
+            b.CreateNumpyVector(np.asarray(t.shape_signature, np.int32))
         tflite.TensorStart(b)
         tflite.TensorAddShape(b, shape)
+        if signature is not None:
+            tflite.TensorAddShapeSignature(b, signature)
         tflite.TensorAddType(b, TENSOR_TYPES[t.dtype])
         tflite.TensorAddBuffer(b, t.buffer)
         tflite.TensorAddName(b, name)
@@ -198,6 +208,26 @@ class GraphWriter:
             tflite.OperatorAddCustomOptions(b, blob)
             tflite.OperatorAddCustomOptionsFormat(b, tflite.CustomOptionsFormat.FLEXBUFFERS)
         return tflite.OperatorEnd(b)
+
+
+def converter_flexbuffer(attrs: dict[str, Any]) -> bytes:
+    """Custom options as the TF1 converter (TOCO) writes a TensorFlow node's attributes (the
+    object detection API's ``TFLite_Detection_PostProcess``): one FlexBuffer map, the key
+    strings stored in ``attrs``' order (the NodeDef's), ints at their smallest width, floats
+    as float32 (a TensorFlow float attribute), bools as bools."""
+    fbb = flexbuffers.Builder()
+    with fbb.Map():
+        for key, value in attrs.items():
+            if isinstance(value, bool):
+                fbb.Bool(key, value)
+            elif isinstance(value, int):
+                fbb.Int(key, value)
+            elif isinstance(value, float):
+                fbb.Float(key, value, byte_width=4)
+            else:
+                raise ValueError(f"converter_flexbuffer: {key!r} is {type(value).__name__}; "
+                                 "the converter writes ints, floats and bools as scalars")
+    return bytes(fbb.Finish())
 
 
 def _write_options(b: flatbuffers.Builder, table: str, options: dict[str, Any]) -> int:

@@ -38,10 +38,10 @@ from ._context import (
     tensor_to_numpy,
     unsupported_error,
 )
+from ._inputs import consumers, input_infos
 from .ops.quant import dequantize_value, quantize_value
 from .validate import check_model
 
-SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "uint16", "int32", "int64")
 # ai.onnx opsets whose semantics every converter was checked against (onnx 1.23 knows up to
 # 28; from 21 on, Q/DQ and friends only add types and attributes that the converters reject).
 MIN_OPSET, MAX_OPSET = 10, 28
@@ -199,54 +199,18 @@ class OnnxImporter(GraphImporter[ImportContext, onnx.NodeProto, str]):
         return expr, 1.0 if quantized else value.step
 
 
-def _consumers(graph: onnx.GraphProto, name: str) -> str:
-    """`` (consumed by QuantizeLinear node '#0')`` for error messages about a graph input."""
-    users = [f"{n.op_type} node {n.name or f'#{i}'!r}" for i, n in enumerate(graph.node)
-             if name in n.input]
-    return f" (consumed by {', '.join(users)})" if users else ""
-
-
-def _input_info(vi: onnx.ValueInfoProto, input_shapes: dict[str, Any],
-                graph: onnx.GraphProto) -> TensorInfo:
-    tt = vi.type.tensor_type
-    dtype = dtype_name(tt.elem_type)
-    if dtype not in SUPPORTED_INPUT_DTYPES:
-        reason = f"input dtype {dtype} is not supported{_consumers(graph, vi.name)}"
-        raise unsupported_error([(vi.name, "graph input", reason)])
-    if vi.name in input_shapes:
-        shape = tuple(int(d) for d in input_shapes[vi.name])
-        declared = [d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim]
-        if any(d < 1 for d in shape) or (tt.HasField("shape") and (
-                len(declared) != len(shape)
-                or any(d is not None and d != s for d, s in zip(declared, shape)))):
-            model_shape = "x".join("?" if d is None else str(d) for d in declared)
-            raise InvalidModelError(
-                f"input {vi.name!r}: the shape {'x'.join(map(str, shape))} given for it "
-                f"contradicts the model's {model_shape or 'scalar'} (only its dynamic "
-                "dimensions can be set, each to 1 or more)")
-    else:
-        shape = []
-        for d in tt.shape.dim:
-            if not d.HasField("dim_value"):
-                reason = (f"dimension {d.dim_param or '?'!r} is dynamic; give a static shape "
-                          "(load(..., input_shapes=...) or --shape NAME=1x3x224x224)")
-                raise unsupported_error([(vi.name, "graph input", reason)])
-            shape.append(int(d.dim_value))
-        shape = tuple(shape)
-    return TensorInfo(vi.name, dtype, shape)
-
-
 def load(model: str | os.PathLike | bytes | onnx.ModelProto,
          input_shapes: dict[str, Any] | None = None,
          bind: dict[str, np.ndarray] | None = None,
          outputs: list[str] | None = None) -> Any:
     """Import an ONNX model (path, bytes or ModelProto) into the fake-quant Relax form.
 
-    ``input_shapes`` fixes dynamic input dimensions; ``bind`` turns graph inputs into
-    constants (e.g. scales and zero points a model takes at run time, which canonqnn needs
-    at compile time); ``outputs`` names the tensors the module computes instead of the
-    model's outputs (the graph is cut there: e.g. before post-processing canonqnn cannot
-    import).
+    ``input_shapes`` fixes dynamic input dimensions (a dynamic batch dimension left unset is
+    1, and the module's interface notes it: ``ModelIO.notes``, ``_inputs``);
+    ``bind`` turns graph inputs into constants (e.g. scales and zero points a model takes at
+    run time, which canonqnn needs at compile time); ``outputs`` names the tensors the module
+    computes instead of the model's outputs (the graph is cut there: e.g. before
+    post-processing canonqnn cannot import).
     """
     proto, base_dir = read_model(model)
     opset = default_opset(proto)
@@ -268,16 +232,16 @@ def load(model: str | os.PathLike | bytes | onnx.ModelProto,
             raise InvalidModelError(f"cannot bind {name!r}: the model has no such input")
         dtype = dtype_name(vi.type.tensor_type.elem_type)
         if dtype not in ONNX_DTYPE.values():
-            reason = f"dtype {dtype} is not supported{_consumers(graph, name)}"
+            reason = f"dtype {dtype} is not supported{consumers(graph, name)}"
             raise unsupported_error([(name, "graph input", reason)])
         values[name] = Value(const=np.asarray(array, dtype=dtype), dtype=dtype)
     unknown = sorted(set(input_shapes or {}) - {vi.name for vi in graph.input})
     if unknown:
         raise InvalidModelError(f"shapes given for {unknown}, which are not inputs of the "
                                 f"model (its inputs: {[vi.name for vi in graph.input]})")
-    inputs = [_input_info(vi, input_shapes or {}, graph) for vi in graph.input
-              if vi.name not in values]
-    return importer.build(inputs)
+    inputs, notes = input_infos(graph, [vi for vi in graph.input if vi.name not in values],
+                                input_shapes or {})
+    return importer.build(inputs, notes)
 
 
 def _convert(ctx: ImportContext, node: onnx.NodeProto, inputs: Inputs) -> list[Value]:

@@ -105,10 +105,10 @@ class ImportContext(BaseContext):
         return self.emit(qdq.dequantize(self.expr(value), qp,
                                         source_dtype=qdq.source_dtype(value.dtype)))
 
-    def quantized(self, real: Any, out: Tensor, nchw: bool = False,
-                  record_op: bool = False) -> Value:
-        """``real`` quantized to output tensor ``out``'s parameters (``record_op``: record the
-        operator being converted as the producer of the result)."""
+    def quantized(self, real: Any, out: Tensor, nchw: bool = False) -> Value:
+        """``real`` quantized to output tensor ``out``'s parameters. The operator being
+        converted is recorded as the producer of the result: which kernel a rule reproduces,
+        and which engine of the runtime computes it, depend on it."""
         qp = tensor_qparams(out)
         if qp is None or out.dtype not in QUANTIZED_DTYPES:
             raise Unsupported(f"output {out.name!r} is {out.dtype}"
@@ -117,7 +117,7 @@ class ImportContext(BaseContext):
         if not qp.per_tensor:
             raise Unsupported(f"output {out.name!r} is quantized per channel")
         expr = self.emit(qdq.quantize(real, qp, source_dtype=qdq.source_dtype(out.dtype),
-                                      source_op=self.op.kind if record_op else None,
+                                      source_op=self.op.kind,
                                       source_tensor=out.name))
         value = Value(dtype=out.dtype, shape=out.shape, expr=expr, qparams=qp, nchw=nchw)
         computed = _tvm.shape_of(expr)

@@ -9,7 +9,8 @@ as a float island. canonqnn's converters keep every operator that reads or write
 tensor: they write the forms the rules match.
 
 ``TFLite_Detection_PostProcess`` dequantizes quantized inputs itself in TFLite (real values
-``(q - zp) * scale``), so it takes them dequantized here and is converted by TVM too.
+``(q - zp) * scale``, constant uint8 anchors too), so it takes them dequantized here and is
+converted by TVM too, given its options as the kernel reads them (``_detection``).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from canonqnn import _tvm
 from canonqnn.ops import reference
 from canonqnn.qparams import uint8_to_int8
 
+from . import _detection
 from ._context import ImportContext, Unsupported, Value
 from ._tvm_tflite import TfliteConverters
-from .reader import Model, Operator, Tensor
+from .reader import DETECTION_POSTPROCESS, Model, Operator, Tensor
 
 # Operators TVM's converter may be given quantized inputs of, as their real values.
 READS_REAL_VALUES = frozenset({"DETECTION_POSTPROCESS"})
@@ -65,6 +67,12 @@ class FloatOperators:
     def convert(self, op: Operator, inputs: list[Value | None],
                 outputs: list[Tensor]) -> list[Value]:
         ctx = self._ctx
+        custom_options = None
+        if op.kind == DETECTION_POSTPROCESS:
+            reason = _detection.refusal(op, self._model.tensors)
+            if reason is not None:
+                raise Unsupported(reason)
+            custom_options = _detection.tvm_options(op)
         exprs, constants = {}, {}
         for index, value in zip(op.inputs, inputs):
             if value is None:
@@ -75,7 +83,8 @@ class FloatOperators:
             value = ctx.as_nhwc(value)
             exprs[index] = ctx.dq(value) if value.quantized else ctx.expr(value)
         try:
-            results = self._tvm_converters().convert(op.index, exprs, constants)
+            results = self._tvm_converters().convert(op.index, exprs, constants,
+                                                    custom_options)
         except Exception as exc:  # noqa: BLE001  (TVM's converters assert; name the operator)
             raise Unsupported(f"TVM's TFLite converter failed: {type(exc).__name__}: "
                               f"{exc}") from None

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from canonqnn._tvm import normalize_outputs
 
 
@@ -51,6 +53,18 @@ class TfliteConverters:
                     return self.constants[tensor_wrapper.tensor_idx]
                 return super().get_tensor_value(tensor_wrapper, is_sparse)
 
+        class WithCustomOptions(tflite.Operator):
+            """An operator read with other custom options (``convert``)."""
+
+            def __init__(self, op: Any, blob: bytes) -> None:
+                super().__init__()
+                self.Init(op._tab.Bytes, op._tab.Pos)
+                self._blob = np.frombuffer(blob, np.uint8)
+
+            def CustomOptionsAsNumpy(self) -> Any:  # noqa: N802
+                return self._blob
+
+        self._with_options = WithCustomOptions
         self._tf = tf
         self._subgraph = model.Subgraphs(0)
         self._converter = RealValued(model, self._subgraph, tf.ExprTable(), bb)
@@ -63,11 +77,15 @@ class TfliteConverters:
             return None
         return kind if kind in self._converter.convert_map else None
 
-    def convert(self, index: int, exprs: dict[int, Any], constants: dict[int, Any]) -> list[Any]:
+    def convert(self, index: int, exprs: dict[int, Any], constants: dict[int, Any],
+                custom_options: bytes | None = None) -> list[Any]:
+        """``custom_options``: FlexBuffer options read instead of the operator's own."""
         converter = self._converter
         converter.constants = constants
         for tensor, expr in exprs.items():
             converter.exp_tab.set_expr(self._tf.get_tensor_name(self._subgraph, tensor), expr,
                                        force_override=True)
         op = self._subgraph.Operators(index)
+        if custom_options is not None:
+            op = self._with_options(op, custom_options)
         return normalize_outputs(self._bb, converter.convert_map[self.kind(index)](op=op))

@@ -26,10 +26,10 @@ from canonqnn.io import TensorInfo
 from canonqnn.qparams import QParams
 
 from .._base import GraphImporter, Inputs, cut_at
-from . import _fold, ops  # noqa: F401  (ops registers the converters)
+from . import _detection, _fold, _shapes, ops  # noqa: F401  (ops registers the converters)
 from ._context import CONVERTERS, SOURCE, ImportContext, Unsupported, Value, tensor_qparams
 from ._generic import FloatOperators
-from .reader import Model, Operator, Tensor, read_model
+from .reader import DETECTION_POSTPROCESS, Model, Operator, Tensor, read_model
 
 SUPPORTED_INPUT_DTYPES = ("float32", "int8", "uint8", "int16", "int32", "int64")
 
@@ -82,6 +82,9 @@ class TFLiteImporter(GraphImporter[ImportContext, Operator, int]):
         if op.kind not in CONVERTERS and op.kind not in _fold.FOLDERS and op.kind != "SHAPE" \
                 and not self.float_ops.takes(op):
             return op.kind, self.float_ops.refusal(op)
+        if op.kind == DETECTION_POSTPROCESS:
+            reason = _detection.refusal(op, self.model.tensors)
+            return None if reason is None else (op.kind, reason)
         return None
 
     def cut_hint(self, refused: list[Operator]) -> str:
@@ -129,6 +132,7 @@ def load(model: str | os.PathLike | bytes, outputs: list[str] | None = None) -> 
     m = read_model(model)
     if outputs is not None:
         m = cut_model(m, outputs)
+    m = _shapes.resolve(m)
     importer = TFLiteImporter(m)
     importer.prescan()
     inputs = [_input_info(m, i) for i in m.inputs]

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 import tflite
+from flatbuffers import flexbuffers
 
 from canonqnn.errors import CanonqnnError, InvalidModelError, UnsupportedError
 
@@ -45,6 +46,9 @@ class Operator:
     # Tensors holding only quantization parameters of the operator's internal values (the
     # int8 LSTM's gate and hidden scales)
     intermediates: tuple[Tensor, ...] = ()
+    # A custom operator's FlexBuffer options, decoded (the custom operators canonqnn reads:
+    # ``CUSTOM_OPTIONS_READ``); None when the operator has none
+    custom_options: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
@@ -61,6 +65,8 @@ class Model:
 
 
 DETECTION_POSTPROCESS = "CUSTOM:TFLite_Detection_PostProcess"
+# Custom operators whose options the reader decodes (the others are refused by kind)
+CUSTOM_OPTIONS_READ = frozenset({DETECTION_POSTPROCESS})
 
 
 def detection_outputs(model: Model) -> dict[str, str]:
@@ -132,7 +138,9 @@ def _operator(m: Any, op: Any, index: int, tensors: list[Tensor]) -> Operator:
     intermediates = _ints(op.IntermediatesAsNumpy())
     validate.check_operator_tensors(index, kind, inputs, outputs, intermediates, len(tensors))
     operator = Operator(index, kind, inputs, outputs, _options(op, kind, index),
-                        tuple(tensors[k] for k in intermediates))
+                        tuple(tensors[k] for k in intermediates),
+                        _custom_options(op, kind, index) if kind in CUSTOM_OPTIONS_READ
+                        else None)
     validate.check_requantization(operator, tensors)
     validate.check_filter_zero_points(operator, tensors)
     return operator
@@ -186,6 +194,28 @@ def _options(op: Any, kind: str, index: int) -> Any:
         for field in _fields(type(options)):
             getattr(options, field)()
     validate.check_option_values(index, kind, options)
+    return options
+
+
+def _custom_options(op: Any, kind: str, index: int) -> dict[str, Any] | None:
+    """The FlexBuffer map of a custom operator's options, as Python values (the kernel reads
+    it by key: the order its writer stored the keys in does not matter)."""
+    blob = op.CustomOptionsAsNumpy()
+    if isinstance(blob, int) or len(blob) == 0:
+        return None
+    label = validate.operator_label(index, kind)
+    if op.CustomOptionsFormat() != tflite.CustomOptionsFormat.FLEXBUFFERS:
+        raise InvalidModelError(f"{label}: custom options in format "
+                                f"{op.CustomOptionsFormat()}, not FlexBuffers")
+    try:
+        options = flexbuffers.Loads(blob.tobytes())
+    except _DAMAGED + (KeyError, RecursionError):
+        # (the flexbuffers library's own messages name its internals, not the model)
+        raise InvalidModelError(f"{label}: its custom options are damaged: an offset, width "
+                                "or type in them is not a readable FlexBuffer map") from None
+    if not isinstance(options, dict):
+        raise InvalidModelError(f"{label}: its custom options are a FlexBuffer "
+                                f"{type(options).__name__}, not the map its kernel reads")
     return options
 
 

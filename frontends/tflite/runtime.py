@@ -7,11 +7,14 @@ fraction of a second. The parent's side (which resolvers, reading the model) is 
 
 from __future__ import annotations
 
+import functools
+import platform
 from typing import Any
 
 import numpy as np
 
 from canonqnn.numerics import PROFILES, Profile
+from canonqnn.oracle.isolated import quietly
 
 
 def tflite_runner(model: bytes, resolver: str, names: list[str], preserve_all: bool,
@@ -23,10 +26,11 @@ def tflite_runner(model: bytes, resolver: str, names: list[str], preserve_all: b
     0, what the built module writes there."""
     from ai_edge_litert import interpreter as litert
 
-    interp = litert.Interpreter(
-        model_content=model, experimental_preserve_all_tensors=preserve_all,
-        experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
-    interp.allocate_tensors()
+    with quietly():  # the delegate's announcement, preserve_all_tensors' debugging warning
+        interp = litert.Interpreter(
+            model_content=model, experimental_preserve_all_tensors=preserve_all,
+            experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
+        interp.allocate_tensors()
     inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
     outputs = {d["name"]: d["index"] for d in interp.get_tensor_details()}
     outputs.update({d["name"]: d["index"] for d in interp.get_output_details()})
@@ -49,6 +53,107 @@ def tflite_runner(model: bytes, resolver: str, names: list[str], preserve_all: b
     return run, None
 
 
+# The int8 operators whose kernels compute (not only move data) that the probe offers the
+# interpreter one at a time: the XNNPACK delegate must take exactly the profile's
+# ``delegated`` ones among them.
+PROBED = ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED",
+          "TRANSPOSE_CONV", "BATCH_MATMUL", "MEAN", "AVERAGE_POOL_2D", "SOFTMAX", "LOGISTIC",
+          "TANH", "HARD_SWISH", "LEAKY_RELU", "ELU", "GELU", "QUANTIZE", "DEQUANTIZE",
+          "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SQUARED_DIFFERENCE", "RSQRT")
+
+
+def _probe_model(kind: str) -> bytes:
+    """A model of one int8 ``kind`` operator on a [1, 4, 4, 8] tensor, its parameters in the
+    ranges XNNPACK accepts."""
+    from canonqnn.testing.tflite_writer import GraphWriter
+
+    g = GraphWriter()
+    x = g.tensor("x", (1, 4, 4, 8), "int8", scale=0.05, zero_point=3)
+
+    def out(shape=(1, 4, 4, 8), dtype="int8", scale=0.07, zp=-5):
+        return g.tensor("y", shape, dtype, scale=None if dtype == "float32" else scale,
+                        zero_point=None if dtype == "float32" else zp)
+
+    def constant(name, data, dtype="int8", scale=None, zp=None, axis=0):
+        return g.tensor(name, data.shape, dtype, data, scale, zp, quantized_dimension=axis)
+
+    ints = np.arange(-64, 64, dtype=np.int32)
+    weights = (ints.reshape(8, 1, 4, 4)[:, :, :2, :2] % 7).reshape(8, 2, 2, 1) \
+        .repeat(8, axis=3).astype(np.int8)
+    scales = np.full(8, 0.01, np.float32)
+    bias = constant("b", np.zeros(8, np.int32), "int32", scales * np.float32(0.05),
+                    np.zeros(8, np.int64))
+    w = constant("w", weights, "int8", scales, np.zeros(8, np.int64))
+    conv = dict(padding="SAME", strideH=1, strideW=1, dilationHFactor=1, dilationWFactor=1,
+                fusedActivationFunction="NONE")
+    axes = constant("axes", np.array([1, 2], np.int32), "int32")
+    size = constant("size", np.array([8, 8], np.int32), "int32")
+    pool = dict(padding="SAME", strideH=1, strideW=1, filterHeight=2, filterWidth=2,
+                fusedActivationFunction="NONE")
+    graph = {
+        "CONV_2D": ([x, w, bias], out(), conv),
+        # depthwise weights are [1, kh, kw, channels], quantized along their last axis
+        "DEPTHWISE_CONV_2D": ([x, constant("dw", weights.transpose(3, 1, 2, 0)[:1].copy(),
+                                           "int8", scales, np.zeros(8, np.int64), axis=3),
+                               bias], out(), dict(conv, depthMultiplier=1)),
+        "FULLY_CONNECTED": ([x, constant("fc", weights.reshape(8, 32)[:, :8].copy(), "int8",
+                                         np.float32(0.01), 0),
+                             constant("fb", np.zeros(8, np.int32), "int32",
+                                      np.float32(0.0005), 0)],
+                            out((16, 8)), dict(fusedActivationFunction="NONE")),
+        "TRANSPOSE_CONV": ([constant("shape", np.array([1, 4, 4, 8], np.int32), "int32"),
+                            w, x, bias], out(), dict(padding="SAME", strideH=1, strideW=1)),
+        "BATCH_MATMUL": ([x, x], out((1, 4, 4, 4)), dict(adjY=True)),
+        "MEAN": ([x, axes], out((1, 8)), dict(keepDims=False)),
+        "AVERAGE_POOL_2D": ([x], out(), pool),
+        "SOFTMAX": ([x], out(scale=1 / 256, zp=-128), dict(beta=1.0)),
+        "LOGISTIC": ([x], out(scale=1 / 256, zp=-128), {}),
+        "TANH": ([x], out(scale=1 / 128, zp=0), {}),
+        "LEAKY_RELU": ([x], out(), dict(alpha=0.2)),
+        "GELU": ([x], out(), dict(approximate=False)),
+        "DEQUANTIZE": ([x], out(dtype="float32"), {}),
+        "RESIZE_BILINEAR": ([x, size], out((1, 8, 8, 8), scale=0.05, zp=3), {}),
+        "RESIZE_NEAREST_NEIGHBOR": ([x, size], out((1, 8, 8, 8), scale=0.05, zp=3), {}),
+        "RSQRT": ([x], out(), {}),
+    }
+    if kind in ("ADD", "SUB", "MUL", "SQUARED_DIFFERENCE"):
+        other = g.tensor("x2", (1, 4, 4, 8), "int8", scale=0.04, zero_point=-2)
+        options = {} if kind == "SQUARED_DIFFERENCE" else dict(fusedActivationFunction="NONE")
+        inputs, y = [x, other], out()
+        g.op(kind, inputs, [y], **options)
+        return g.finish(inputs, [y])
+    inputs, y, options = graph.get(kind, ([x], None, {}))
+    y = out() if y is None else y
+    g.op(kind, inputs, [y], **options)
+    return g.finish([i for i in inputs if g.tensors[i].buffer == 0], [y])
+
+
+def delegated_operators() -> frozenset[str]:
+    """The operators of ``PROBED`` the installed interpreter's default configuration hands to
+    its XNNPACK delegate (a DELEGATE node replaces them)."""
+    from ai_edge_litert import interpreter as litert
+
+    taken = set()
+    for kind in PROBED:
+        interp = litert.Interpreter(model_content=_probe_model(kind))
+        interp.allocate_tensors()
+        if any(d["op_name"] == "DELEGATE" for d in interp._get_ops_details()):
+            taken.add(kind)
+    return frozenset(taken)
+
+
+@functools.cache
 def profile() -> Profile:
-    """The reference kernels, parity's specification, compute the same on every host."""
-    return PROFILES["tflite-reference"]
+    """The profile of TFLite's interpreter as it runs by default here: with the XNNPACK
+    delegate on x86-64 when it takes exactly the operators ``tflite-xnnpack-x86`` was measured
+    with, otherwise (another CPU, another interpreter) the reference kernels, parity's
+    host-independent specification."""
+    reference, default = PROFILES["tflite-reference"], PROFILES["tflite-xnnpack-x86"]
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return reference
+    try:
+        with quietly():
+            taken = delegated_operators()
+    except (ImportError, RuntimeError, ValueError):  # no interpreter, or one the probe cannot run
+        return reference
+    return default if taken == default.delegated & frozenset(PROBED) else reference

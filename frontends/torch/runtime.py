@@ -8,17 +8,15 @@ without TVM), so that a child starts fast. The parent's side is ``oracle``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import platform
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from canonqnn.numerics import PROFILES, Profile
+from canonqnn.oracle.isolated import quietly
 
 
 def _torch_program(program: bytes) -> Any:
@@ -38,33 +36,6 @@ def _torch_inputs(feed: dict[str, np.ndarray], names: list[str]) -> list[Any]:
 def _torch_outputs(values: Any) -> list[np.ndarray]:
     values = values if isinstance(values, (list, tuple)) else [values]
     return [np.asarray(v.detach().numpy() if hasattr(v, "detach") else v) for v in values]
-
-
-@contextlib.contextmanager
-def quietly() -> Iterator[None]:
-    """What a runtime's native code and Python packages print while it sets up (ExecuTorch's
-    CPU-detection messages, torchao's missing CUDA kernels, deprecation warnings) kept out of
-    canonqnn's output: written to a file, shown only if the setup fails."""
-    import tempfile
-    import warnings
-
-    sys.stderr.flush()
-    saved = os.dup(2)
-    with tempfile.TemporaryFile() as log, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        os.dup2(log.fileno(), 2)
-        try:
-            yield
-        except BaseException:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            log.seek(0)
-            sys.stderr.write(log.read().decode(errors="replace"))
-            raise
-        finally:
-            sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
 
 
 def executorch_runner(program: bytes, input_names: list[str]) -> tuple[Any, str]:
@@ -133,22 +104,36 @@ def _xnnpack_float_kernels(x: np.ndarray) -> list[np.ndarray]:
     return run({"x": x})
 
 
+# The profiles of the x86 classes whose float kernels canonqnn reproduces. Which one a host is
+# in is found by running the kernels, never from CPU flags.
+_X86_PROFILES = ("xnnpack-x86-avx512", "xnnpack-x86-avx2")
+
+
+def _bits(values) -> np.ndarray:
+    return np.asarray(values, np.float32).view(np.uint32)
+
+
 @functools.cache
 def profile() -> Profile:
     """The profile of the XNNPACK that ExecuTorch runs here. Its int8 lookup tables come from
-    the float32 kernels it picks for the CPU; when those compute bit for bit what
-    ``canonqnn.tables.xnnpack`` reproduces (the AVX2+FMA3 kernels), tables are built, otherwise
-    (another instruction set, or no ExecuTorch installed) the profile without them applies."""
-    from canonqnn.tables import xnnpack
+    the float32 kernels it picks for the CPU: when sigmoid, tanh and gelu over the probe grid
+    are bit for bit those of a class ``canonqnn.tables`` reproduces (AVX-512F, or AVX2+FMA3:
+    their sigmoid kernels differ on about a third of the grid), that class's profile applies;
+    otherwise (another instruction set, or no ExecuTorch installed) the profile without
+    tables."""
+    from canonqnn import tables
 
     generic = PROFILES["xnnpack"]
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return generic
     try:
-        ran = _xnnpack_float_kernels(_XNNPACK_PROBE)
+        ran = [_bits(r) for r in _xnnpack_float_kernels(_XNNPACK_PROBE)]
     except ImportError:
         return generic
-    expected = [f(_XNNPACK_PROBE) for f in (xnnpack.sigmoid, xnnpack.tanh, xnnpack.gelu)]
-    same = all(np.array_equal(np.asarray(r, np.float32).view(np.uint32), e.view(np.uint32))
-               for r, e in zip(ran, expected))
-    return PROFILES["xnnpack-x86-avx2"] if same else generic
+    for name in _X86_PROFILES:
+        kernels = tables.runtime("torch", PROFILES[name].tables)
+        expected = [_bits(f(_XNNPACK_PROBE)) for f in (kernels.sigmoid, kernels.tanh,
+                                                       kernels.gelu)]
+        if all(np.array_equal(r, e) for r, e in zip(ran, expected)):
+            return PROFILES[name]
+    return generic

@@ -211,17 +211,27 @@ def test_patterns_lists_registered_patterns_and_a_models_matches(tmp_path, quant
     assert first.startswith("conv2d in ") and "per-channel[16] symmetric" in first
 
 
-def test_dynamic_batch_needs_shape_and_then_converts(tmp_path, quantized_model, capsys):
+def test_dynamic_batch_is_one_with_a_note_and_shape_sets_another(tmp_path, quantized_model,
+                                                                  capsys):
     model = quantized_model("resnet", "qdq", "s8", True)
-    dim = model.graph.input[0].type.tensor_type.shape.dim[0]
-    dim.Clear()
-    dim.dim_param = "N"
+    for value in (model.graph.input[0], model.graph.output[0]):
+        dim = value.type.tensor_type.shape.dim[0]
+        dim.Clear()
+        dim.dim_param = "N"
     path = _save(model, tmp_path / "dyn.onnx")
-    assert main(["convert", path, "-o", str(tmp_path / "o.json")]) == EXIT_ERROR
-    assert "dimension 'N' is dynamic" in capsys.readouterr().err
-    assert main(["convert", path, "--shape", "input=1x3x32x32", "-o",
-                 str(tmp_path / "o.json")]) == 0
-    assert main(["parity", path, "--shape", "input=1x3x32x32", "--runs", "1"]) == 0
+    note = ("canonqnn: note: the dynamic batch dimension 'N' of input 'input' was set to 1; for "
+            "batch B, give --shape input=Bx3x32x32 (load(..., input_shapes=...))\n")
+    module = tmp_path / "o.json"
+    assert main(["convert", path, "-o", str(module)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == note and captured.out.endswith(f"wrote {module}\n")
+    assert module_io(load_module(module)).inputs[0].shape == (1, 3, 32, 32)
+    assert main(["parity", path, "--runs", "1"]) == 0
+    assert f"note: {note.removeprefix('canonqnn: note: ')}" in capsys.readouterr().out
+    assert main(["convert", path, "--shape", "input=2x3x32x32", "-o", str(module)]) == 0
+    assert capsys.readouterr().err == ""
+    assert module_io(load_module(module)).inputs[0].shape == (2, 3, 32, 32)
+    assert main(["parity", path, "--shape", "input=2x3x32x32", "--runs", "1"]) == 0
     assert main(["convert", path, "--shape", "input=1xAx3"]) == EXIT_ERROR
 
 
@@ -250,9 +260,15 @@ def test_tflite_model_converts_builds_and_passes_parity(tmp_path, capsys):
     capsys.readouterr()
     assert main(["parity", str(path), "--runs", "2", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["exact"] and "reference kernels" in report["reference"]
+    # the specification: the interpreter's default configuration on this host (its profile
+    # probed), the other op resolvers beside it
+    from canonqnn.frontends.tflite import oracle, runtime
+
+    spec = oracle.SPECIFIED_BY[runtime.profile().name]
+    assert report["exact"] and report["reference"].endswith(f"(OpResolverType.{spec})")
+    assert report["numerics"] == runtime.profile().name
     assert [o["reference"].split("(")[-1] for o in report["also_compared"]] == \
-        ["OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)", "OpResolverType.BUILTIN)"]
+        [f"OpResolverType.{r})" for r, _ in oracle.RESOLVERS if r != spec]
     assert main(["parity", str(path), "--shape", "input=1x16"]) == EXIT_ERROR
     assert "apply to ONNX models only" in capsys.readouterr().err
 

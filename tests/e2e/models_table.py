@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "frontends" / "tflite")]
+sys.path[:0] = [str(HERE.parent), str(HERE), str(HERE.parent / "frontends" / "tflite"),
+                str(HERE.parent / "frontends" / "torch")]
 
 import _real_models as real  # noqa: E402
 import canonqnn  # noqa: E402
@@ -60,6 +61,20 @@ def _recurrent():
     import test_recurrent  # the recurrent models are written beside their tests
 
     return test_recurrent
+
+
+def _converter(name: str):
+    """A model of TensorFlow's converter (tests/fixtures/tflite_converter)."""
+    return lambda: (HERE.parent / "fixtures" / "tflite_converter" / f"{name}.tflite").read_bytes()
+
+
+def _pt2e(name: str):
+    def make():
+        import _pt2e  # the PT2E networks are written beside their tests
+
+        _pt2e.quiet()
+        return _pt2e.network(name)
+    return make
 
 
 def _yolo(nms: bool = False):
@@ -108,12 +123,37 @@ ROWS = [
         lambda: _recurrent().lstm_model(), "recurrent float island"),
     Row("SVDF -> SVDF -> FC", "TFLite int8", lambda: _recurrent().svdf_model(),
         "recurrent float island"),
+    Row("MobileNet-V1 (TensorFlow 2.21 converter)", "TFLite int8", _converter("mobilenet_v1")),
+    Row("MobileNet-V1 (TensorFlow 2.21 converter)", "TFLite uint8",
+        _converter("mobilenet_v1_uint8")),
+    Row("MobileNet-V3-style, hard-swish and squeeze-excite (TensorFlow 2.21 converter)",
+        "TFLite int8", _converter("mobilenet_v3")),
+    Row("ResNet-style CNN (TensorFlow 2.21 converter)", "TFLite int8", _converter("resnet")),
+    Row("ResNet-style CNN (TensorFlow 2.21 converter)", "TFLite uint8",
+        _converter("resnet_uint8")),
+    Row("ResNet-style CNN (TensorFlow 2.21 converter)", "TFLite 16x8",
+        _converter("resnet_16x8")),
+    Row("SSD-style detector, TFLite_Detection_PostProcess as the COCO models configure it "
+        "(TensorFlow 2.21 converter)", "TFLite int8", _converter("ssd")),
+    Row("Keras transformer block (TensorFlow 2.21 converter)", "TFLite int8",
+        _converter("transformer")),
     Row("16x8 convolution (int16 activations)", "TFLite 16x8", real.tflite_16x8_conv),
     Row("ResNet-style CNN (int16 residual ADDs)", "TFLite 16x8", _tflite("resnet",
                                                                        dtype="int16")),
     Row("ResNet-style classifier (residual ADDs, MEAN -> FULLY_CONNECTED -> SOFTMAX)",
         "TFLite 16x8", _tflite("resnet", dtype="int16", head="mean_softmax")),
+    Row("CNN: conv+BN+relu, depthwise+relu6, residual add, pool, linear",
+        "PT2E (XNNPACKQuantizer)", _pt2e("cnn")),
+    Row("MobileNet-V2 (narrow)", "PT2E (XNNPACKQuantizer)", _pt2e("mobilenet_v2")),
+    Row("Transformer encoder block", "PT2E (XNNPACKQuantizer)", _pt2e("encoder")),
+    Row("Conv-transpose upsampling with a sigmoid gate", "PT2E (XNNPACKQuantizer)",
+        _pt2e("gated_upsample")),
 ]
+
+# What users of each format run by default, as parity names it
+DEFAULT_RUNTIME = {"onnx": "onnxruntime 1.31, default session",
+                   "tflite": "TFLite interpreter, default (XNNPACK delegate)",
+                   "torch": "ExecuTorch, XNNPACK delegate"}
 
 
 def _islands(report) -> str:
@@ -126,17 +166,19 @@ def _islands(report) -> str:
         "; ".join(reasons) + ")"
 
 
-def _ulps(model, lib, io, outputs) -> float:
-    """Largest difference from the model's runtime (onnxruntime, or the TFLite interpreter's
-    reference kernels as parity runs them) over RUNS inputs, in ulps of each output's largest
-    magnitude."""
+def _ulps(model, mod, outputs) -> float:
+    """Largest difference from the model's runtime (onnxruntime, or the TFLite interpreter
+    configuration the module's profile reproduces, as parity runs them) over RUNS inputs, in
+    ulps of each output's largest magnitude."""
     from canonqnn.frontends.onnx.oracle import expose_tensors, ort_session
     from canonqnn.frontends.tflite.oracle import runtimes as tflite_runtimes
-    from canonqnn.io import random_inputs
+    from canonqnn.io import module_io, random_inputs
+    from canonqnn.numerics import recorded
 
+    io, lib = module_io(mod), canonqnn.build(mod)
     names = [o.name for o in io.outputs]
     if io.source == "tflite":
-        run = tflite_runtimes(model, io)[0].run
+        run = tflite_runtimes(model, io, recorded(mod))[0].run
     else:
         session, _ = ort_session(expose_tensors(model, names)[0])
         run = lambda feed: session.run(names, feed)  # noqa: E731
@@ -151,13 +193,21 @@ def _ulps(model, lib, io, outputs) -> float:
 
 
 def evaluate(row: Row) -> list[str]:
-    """The row's cells: model, format, converts, canonical ops, float islands, result."""
+    """The row's cells: model, format, converts, canonical ops, float islands, the runtime
+    users run and the profile compared with, result."""
+    from canonqnn.numerics import recorded
+
     model = row.make()
     options = {"outputs": list(row.outputs)} if row.outputs else {}
     try:
         mod, report = canonqnn.canonicalize(canonqnn.load(model, **options))
     except CanonqnnError as exc:
-        return [row.family, row.fmt, "refused", "", "", "; ".join(str(exc).splitlines())]
+        return [row.family, row.fmt, "refused", "", "", "",
+                "; ".join(str(exc).splitlines())]
+    from canonqnn.io import module_io
+
+    profile = recorded(mod)
+    runtime = f"{DEFAULT_RUNTIME[module_io(mod).source]}; `{profile.name if profile else '?'}`"
     ops = ", ".join(f"{k} x{n}" for k, n in sorted(report.canonical_ops.items()))
     if row.check == "exact":
         result = canonqnn.parity(model, runs=RUNS, **options)
@@ -169,25 +219,27 @@ def evaluate(row: Row) -> list[str]:
         verdict = f"within {bound} steps of the output's quantization (docs/parity.md)" \
             if worst <= bound else f"OUTSIDE the {row.check} bound of {bound}"
     else:
-        from canonqnn.io import module_io
-
         bound = BOUNDS[row.check]
-        within = _ulps(model, canonqnn.build(mod), module_io(mod), row.outputs) <= bound
+        within = _ulps(model, mod, row.outputs) <= bound
         verdict = f"within {bound} ulps of the largest magnitude ({row.check}, docs/parity.md)" \
             if within else f"OUTSIDE the {row.check} bound of {bound} ulps"
-    return [row.family, row.fmt, "yes", ops, _islands(report), verdict]
+    return [row.family, row.fmt, "yes", ops, _islands(report), runtime, verdict]
 
 
 HEADER = """# Whole models: what converts, what stays float, how close it is
 
 Generated by `python tests/e2e/models_table.py --write` (kept current by
 `tests/e2e/test_models_table.py`). Each model is built in code the way public exporters and
-quantizers write it; "bit-exact" is over seeded random inputs against the model's runtime
-(onnxruntime 1.31 as `canonqnn parity` runs it, or the TFLite interpreter's reference kernels);
-a bound is the one docs/parity.md argues for float computed by the model itself.
+quantizers write it, or read from `tests/fixtures` (TensorFlow's converter); "bit-exact" is
+over seeded random inputs against the runtime its users run by default, as `canonqnn parity`
+runs it (onnxruntime's default session; the TFLite interpreter's default configuration, with
+its XNNPACK delegate on x86-64; ExecuTorch's XNNPACK delegate), converted for the numerics
+profile of that runtime on the host the table was computed on (column "runtime; profile":
+what users run, and the profile compared; docs/parity.md says what each computes); a bound
+is the one docs/parity.md argues for float computed by the model itself.
 
-| model | format | converts | canonical ops | float islands (why) | against its runtime |
-|---|---|---|---|---|---|
+| model | format | converts | canonical ops | float islands (why) | runtime; profile | against it |
+|---|---|---|---|---|---|---|
 """
 
 FOOTER = """

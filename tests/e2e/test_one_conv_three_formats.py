@@ -30,7 +30,8 @@ def conv_params(example):
     """{model: OpParams of its canonical conv2d}, QDQ first."""
     out = {}
     for title, make in example.MODELS.items():
-        mod, report = canonqnn.canonicalize(canonqnn.load(make()))
+        mod, report = canonqnn.canonicalize(canonqnn.load(make()),
+                                            numerics=example.NUMERICS.get(title))
         assert report.float_islands == []
         out[title] = params_of(example.canonical_conv(mod))
     return out

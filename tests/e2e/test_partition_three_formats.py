@@ -17,9 +17,12 @@ import pytest
 import _three_formats as net
 import canonqnn
 from canonqnn import patterns
+from canonqnn.frontends.tflite import runtime as tflite_runtime
 
 FORMATS = tuple(net.FORMATS)
-ROUNDING = {"onnx_qdq": "rne_f32", "onnx_qoperator": "rne_f32", "tflite": "q31_double"}
+# TFLite: the rounding of the interpreter's default configuration on this host (its probe)
+ROUNDING = {"onnx_qdq": "rne_f32", "onnx_qoperator": "rne_f32",
+            "tflite": tflite_runtime.profile().rounding}
 OPS = ("transpose", "conv2d", "conv2d", "conv2d", "add", "conv2d", "lut", "global_avg_pool2d",
        "reshape", "matmul")
 NPU_OPS = ["conv2d", "conv2d_lut", "matmul", "add"]

@@ -32,7 +32,7 @@ def _sequence(mod):
                  for op in r.ops if op.startswith("canonqnn."))
 
 
-TABLES = torch_runtime.profile().tables == "xnnpack_avx2"  # on this host
+TABLES = torch_runtime.profile().tables != "unverified"  # this host's class is reproduced
 
 
 def test_torch_form_has_the_other_formats_ops(forms):

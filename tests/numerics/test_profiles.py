@@ -13,13 +13,17 @@ from canonqnn import numerics
 
 def test_profiles_are_named_versioned_and_say_where_their_arithmetic_comes_from():
     assert {"exact", "tflite-reference", "onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni",
-            "onnxruntime-1.31-arm64", "xnnpack", "xnnpack-x86-avx2"} <= set(numerics.PROFILES)
+            "onnxruntime-1.31-arm64", "xnnpack", "xnnpack-x86-avx2",
+            "xnnpack-x86-avx512"} <= set(numerics.PROFILES)
     for name, p in numerics.PROFILES.items():
         assert p.name == name and p.version and p.host and p.provenance and p.description
     avx2, vnni = (numerics.get(f"onnxruntime-1.31-x86-{h}") for h in ("avx2", "vnni"))
     assert avx2.differences(vnni) == ["u8s8_runtime_b: u8s8_pair_sat16 here, exact there"]
     assert numerics.get("xnnpack-x86-avx2").differences(numerics.get("xnnpack")) == [
         "tables: xnnpack_avx2 here, unverified there"]
+    # the two x86 classes of ExecuTorch's XNNPACK differ in their lookup tables only
+    assert numerics.get("xnnpack-x86-avx512").differences(numerics.get("xnnpack-x86-avx2")) \
+        == ["tables: xnnpack_avx512 here, xnnpack_avx2 there"]
     with pytest.raises(numerics.UnsupportedNumerics, match="unknown numerics profile 'x'"):
         numerics.get("x")
 

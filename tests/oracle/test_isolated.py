@@ -135,7 +135,7 @@ def test_parity_when_the_specification_runtime_crashes_is_an_error_naming_it(mon
                         functools.partial(runners.tflite_crashing, crashing=("BUILTIN_REF",),
                                           at="setup"))
     with pytest.raises(isolated.Crashed) as info:
-        canonqnn.parity(_add_tflite())
+        canonqnn.parity(_add_tflite(), numerics="tflite-reference")
     assert str(info.value) == (
         "the source runtime (TFLite interpreter, reference kernels) crashed on this model "
         "(SIGSEGV): the crash is in that runtime, not in canonqnn")
@@ -154,7 +154,7 @@ def test_an_also_compared_tflite_runtime_that_crashes_is_reported_not_fatal(monk
                         functools.partial(runners.tflite_crashing, at=at,
                                           crashing=("BUILTIN_WITHOUT_DEFAULT_DELEGATES",
                                                     "BUILTIN")))
-    result = canonqnn.parity(_add_tflite(), runs=2)
+    result = canonqnn.parity(_add_tflite(), runs=2, numerics="tflite-reference")
     assert result.exact and result.reference.endswith("reference kernels "
                                                       "(OpResolverType.BUILTIN_REF)")
     also = result.extra["also_compared"]

@@ -26,6 +26,11 @@ def _scalar(value: float):
     return _tvm.const(np.float32(value))
 
 
+# The reference kernels' tables (the default interpreter's are
+# tests/tables/test_litert_xnnpack_tables.py's)
+REFERENCE = "tflite-reference"
+
+
 def _fq(build, in_qp: QParams = IN_QP, out_qp: QParams = OUT_QP, uint8: bool = False):
     """A tflite-source module main(x) = q(build(bb, dq(x)))."""
     bb = relax.BlockBuilder()
@@ -61,7 +66,7 @@ KERNELS = {  # function -> (FQ body, output qparams, kernel parameters)
 @pytest.mark.parametrize("function", sorted(KERNELS))
 def test_kernel_form_folds_into_the_table_of_the_whole_tflite_kernel(function):
     body, out_qp, params = KERNELS[function]
-    mod, report = canonqnn.canonicalize(_fq(body, out_qp=out_qp))
+    mod, report = canonqnn.canonicalize(_fq(body, out_qp=out_qp), numerics=REFERENCE)
     assert dict(report.canonical_ops) == {"lut": 1} and not report.float_islands
     [(table, attrs)] = lut_tables(mod)
     assert attrs["function"] == function
@@ -74,7 +79,8 @@ def test_uint8_model_gets_the_uint8_kernel_table():
     in_qp, out_qp = QParams.make(1.0, -128), QParams.make(np.float32(1 / 127.9), 122)
     tables_by_dtype = {}
     for uint8 in (False, True):
-        mod, _ = canonqnn.canonicalize(_fq(hardswish, in_qp, out_qp, uint8=uint8))
+        mod, _ = canonqnn.canonicalize(_fq(hardswish, in_qp, out_qp, uint8=uint8),
+                                       numerics=REFERENCE)
         [(table, _)] = lut_tables(mod)
         tables_by_dtype[uint8] = table
     np.testing.assert_array_equal(
@@ -92,7 +98,7 @@ def test_uint8_model_gets_the_uint8_kernel_table():
     (lambda bb, r: hardswish(bb, r, sixth=0.1666), "no kernel computing multiply(x, clip("),
 ])
 def test_chain_that_is_no_tflite_kernel_declines(body, reason):
-    mod, report = canonqnn.canonicalize(_fq(body))
+    mod, report = canonqnn.canonicalize(_fq(body), numerics=REFERENCE)
     assert "lut" not in report.canonical_ops
     reasons = [i.reason for i in report.float_islands]
     assert any(reason in r and "(its table kernels: gelu, gelu_tanh, hardswish, leaky_relu, "
@@ -103,12 +109,12 @@ def test_parameters_the_tflite_kernel_refuses_decline_with_its_reason():
     cases = [(KERNELS["sigmoid"][0], OUT_QP, "LOGISTIC requires output scale 1/256"),
              (hardswish, QParams.make(0.0001, 0), "HARD_SWISH requires")]
     for body, out_qp, reason in cases:
-        mod, report = canonqnn.canonicalize(_fq(body, out_qp=out_qp))
+        mod, report = canonqnn.canonicalize(_fq(body, out_qp=out_qp), numerics=REFERENCE)
         assert "lut" not in report.canonical_ops
         assert any(reason in i.reason for i in report.float_islands)
 
 
 def test_rsqrt_of_a_uint8_model_declines_tflite_has_no_such_kernel():
-    mod, report = canonqnn.canonicalize(_fq(KERNELS["rsqrt"][0], uint8=True))
+    mod, report = canonqnn.canonicalize(_fq(KERNELS["rsqrt"][0], uint8=True), numerics=REFERENCE)
     assert "lut" not in report.canonical_ops
     assert any("RSQRT has no uint8 kernel" in i.reason for i in report.float_islands)

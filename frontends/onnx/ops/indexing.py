@@ -1,7 +1,7 @@
 """Indexing, selection and max/min reductions as float Relax ops.
 
-Gather, Slice, Split, Tile, Expand, DepthToSpace, SpaceToDepth, ReduceMax and ReduceMin move
-or pick values without arithmetic, so they are exact on quantized tensors
+Gather, GatherND, Slice, Split, Tile, Expand, DepthToSpace, SpaceToDepth, ReduceMax and
+ReduceMin move or pick values without arithmetic, so they are exact on quantized tensors
 (``quantized="passthrough"``: QOperator models apply them to uint8/int8 data directly). Pad,
 Max, Min and Where take quantized operands themselves: Pad's pad value is a stored integer
 (0 by default), Max/Min/Where operands must share their parameters; ArgMax's result is an
@@ -22,6 +22,7 @@ from canonqnn._tvm import relax
 from canonqnn.qparams import QParams
 
 from ..._base import Attrs, Inputs
+from .. import _generic
 from .._context import ImportContext, Unsupported, Value, onnx_op
 from . import shape as shape_ops
 from .qoperator import dq, q
@@ -158,6 +159,66 @@ def gather_op(ctx: ImportContext, node: NodeProto, inputs: Inputs, attrs: Attrs)
         raise Unsupported(f"Gather indices of type {indices.dtype}")
     # "wrap": negative indices count from the end, as in ONNX (the rules normalize constants).
     return [_like(ctx, x, relax.op.take(ctx.expr(x), index_expr, axis=axis, mode="wrap"))]
+
+
+# ---------------------------------------------------------------- GatherND
+@onnx_op("GatherND", quantized="passthrough")
+def gather_nd_op(ctx: ImportContext, node: NodeProto, inputs: Inputs,
+                 attrs: Attrs) -> list[Value]:
+    """A ``take`` along axis 0 of ``x`` reshaped to [prod(indexed axes), rest...], at the flat
+    index of each index tuple (computed here from constant indices, by int64 Relax arithmetic
+    from run-time ones). The reshape of a dequantized tensor is quantized back (exact: the
+    values stay on its grid), so that the reshape and the take are each a rule's pattern."""
+    x, indices = inputs[:2]
+    if int(attrs.get("batch_dims", 0)) != 0:  # (TVM's converter: a float island)
+        return _generic.float_op(ctx, node, inputs)
+    shape, index_shape = ctx.shape(x), ctx.shape(indices)
+    depth = index_shape[-1] if index_shape else 0
+    if not index_shape or depth > len(shape):
+        raise Unsupported(f"GatherND indices of shape {list(index_shape)} into a "
+                          f"rank-{len(shape)} tensor")
+    indexed = tuple(shape[:depth])
+    if indices.const is not None or depth == 0:
+        flat_index = _tvm.const(_constant_flat_index(ctx, indices, indexed))
+    elif indices.dtype == "int64":
+        flat_index = _flat_index(ctx, ctx.expr(indices), indexed)
+    else:
+        raise Unsupported(f"GatherND indices of type {indices.dtype}")
+    flat_shape = [math.prod(indexed), *shape[depth:]]
+    flat = ctx.emit(relax.op.reshape(ctx.expr(x), flat_shape))
+    qp = x.dequantized
+    if qp is not None and qp.per_tensor:
+        flat = ctx.expr(dequantize_value(ctx, quantize_value(ctx, Value(expr=flat), qp, qp.dtype),
+                                         qp))
+    return [_like(ctx, x, relax.op.take(flat, flat_index, axis=0, mode="wrap"))]
+
+
+def _constant_flat_index(ctx: ImportContext, indices: Value,
+                         indexed: tuple[int, ...]) -> np.ndarray:
+    values = ctx.constant(indices, "GatherND indices").astype(np.int64)
+    if not indexed:
+        return np.zeros(values.shape[:-1], np.int64)
+    dims = np.asarray(indexed)
+    if values.size and ((values < -dims).any() or (values >= dims).any()):
+        raise Unsupported(f"a GatherND index is outside the leading shape {list(indexed)}")
+    values = np.where(values < 0, values + dims, values)
+    return np.asarray(np.ravel_multi_index(tuple(np.moveaxis(values, -1, 0)), indexed),
+                      np.int64)
+
+
+def _flat_index(ctx: ImportContext, index, indexed: tuple[int, ...]):
+    """sum(clamp(i_k) * stride_k), a negative i_k counting from the end: onnxruntime fails
+    on an index outside [-n, n); the module clamps it into its axis instead, so that no index
+    reads outside the tensor (docs/fq-form.md)."""
+    dims = _tvm.const(np.asarray(indexed, np.int64))
+    wrapped = ctx.emit(relax.op.where(ctx.emit(relax.op.less(index, _tvm.const(0, "int64"))),
+                                      ctx.emit(relax.op.add(index, dims)), index))
+    clamped = ctx.emit(relax.op.minimum(
+        ctx.emit(relax.op.maximum(wrapped, _tvm.const(np.zeros(len(indexed), np.int64)))),
+        _tvm.const(np.asarray(indexed, np.int64) - 1)))
+    strides = np.cumprod((indexed[1:] + (1,))[::-1])[::-1].astype(np.int64)
+    return ctx.emit(relax.op.sum(ctx.emit(relax.op.multiply(clamped, _tvm.const(strides))),
+                                 axis=[-1]))
 
 
 # ---------------------------------------------------------------- Slice / Split

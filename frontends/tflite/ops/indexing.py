@@ -3,12 +3,14 @@
 TFLite's kernels copy stored integers; an output whose parameters differ from the input's gets
 those integers read with its own parameters (``dq_stored``), as the interpreter computes it.
 PACK is a reshape of each operand and a concat, UNPACK one slice and reshape per output, and
-GATHER_ND with constant indices a ``take`` from the tensor flattened over the indexed axes.
+GATHER_ND a ``take`` from the tensor flattened over the indexed axes (its indices constant, or
+computed at run time).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 
@@ -73,18 +75,50 @@ def unpack_op(ctx: ImportContext, op: Operator, inputs: Inputs,
 @tflite_op("GATHER_ND")
 def gather_nd_op(ctx: ImportContext, op: Operator, inputs: Inputs,
                  outputs: list[Tensor]) -> list[Value]:
-    x, out = ctx.as_nhwc(inputs[0]), outputs[0]
-    indices = constant(inputs[1], "GATHER_ND indices").astype(np.int64)
-    depth = indices.shape[-1]
-    if depth > len(x.shape):
-        raise Unsupported(f"indices of depth {depth} into a rank-{len(x.shape)} tensor")
-    indexed = x.shape[:depth]
-    if indices.size and (indices.min() < 0 or (indices >= np.asarray(indexed)).any()):
-        raise Unsupported(f"an index is outside the tensor's leading shape {list(indexed)}")
-    flat_index = np.ravel_multi_index(tuple(np.moveaxis(indices, -1, 0)), indexed) \
-        if depth else np.zeros(indices.shape[:-1], np.int64)
+    """A ``take`` along axis 0 of the tensor flattened over the indexed axes, at the flat index
+    of each index tuple: computed here from constant indices, as int32/int64 Relax arithmetic
+    from run-time ones (MoveNet's, from an ARG_MAX)."""
+    x, indices, out = ctx.as_nhwc(inputs[0]), inputs[1], outputs[0]
+    depth = indices.shape[-1] if indices.shape else 0
+    if not indices.shape or depth > len(x.shape):
+        raise Unsupported(f"indices of shape {list(indices.shape)} into a rank-{len(x.shape)} "
+                          "tensor (the last dimension indexes its leading axes)")
+    indexed = tuple(x.shape[:depth])
+    if indices.const is not None or depth == 0:
+        flat_index = _tvm.const(_constant_flat_index(indices, indexed).astype(np.int64))
+    else:
+        flat_index = _flat_index(ctx, indices, indexed)
     flat_shape = [int(np.prod(indexed))] + list(x.shape[depth:])
     flat = _moved(ctx, relax.op.reshape(ctx.dq_stored(x, out), flat_shape), out, flat_shape)
-    y = ctx.emit(relax.op.take(flat, _tvm.const(flat_index.astype(np.int64)),
-                               axis=0))
+    # (the flat index is in range: "wrap" is canonqnn.gather's mode, a no-op here)
+    y = ctx.emit(relax.op.take(flat, flat_index, axis=0, mode="wrap"))
     return [ctx.quantized(y, out)]
+
+
+def _constant_flat_index(indices: Value, indexed: tuple[int, ...]) -> np.ndarray:
+    values = constant(indices, "GATHER_ND indices").astype(np.int64)
+    if not indexed:
+        return np.zeros(values.shape[:-1], np.int64)
+    if values.size and (values.min() < 0 or (values >= np.asarray(indexed)).any()):
+        raise Unsupported(f"an index is outside the tensor's leading shape {list(indexed)}")
+    return np.asarray(np.ravel_multi_index(tuple(np.moveaxis(values, -1, 0)), indexed))
+
+
+def _flat_index(ctx: ImportContext, indices: Value, indexed: tuple[int, ...]) -> Any:
+    """The flat index of each run-time index tuple: sum(clamp(i_k) * stride_k). TFLite fails
+    the invocation on an index outside its axis; the module clamps each into its axis
+    instead, so that no index reads outside the tensor (docs/fq-form.md)."""
+    if indices.dtype not in ("int16", "int32", "int64"):
+        raise Unsupported(f"indices of type {indices.dtype} (int16, int32 or int64)")
+    dtype = "int64" if indices.dtype == "int64" else "int32"
+    index = ctx.expr(indices)
+    if indices.dtype != dtype:
+        index = ctx.emit(relax.op.astype(index, dtype))
+    strides = np.cumprod((indexed[1:] + (1,))[::-1])[::-1]
+    if int(np.prod(indexed)) > np.iinfo(dtype).max:
+        raise Unsupported(f"{int(np.prod(indexed))} indexed rows exceed {dtype} indices")
+    clamped = ctx.emit(relax.op.minimum(
+        ctx.emit(relax.op.maximum(index, _tvm.const(np.zeros(len(indexed), dtype)))),
+        _tvm.const(np.asarray(indexed, dtype) - 1)))
+    scaled = ctx.emit(relax.op.multiply(clamped, _tvm.const(strides.astype(dtype))))
+    return ctx.emit(relax.op.sum(scaled, axis=[-1]))

@@ -221,8 +221,8 @@ def fully_connected_op(ctx: ImportContext, op: Operator, inputs: Inputs,
     y = fused_activation(ctx, y, opts.FusedActivationFunction() if opts is not None else 0)
     out = outputs[0]
     if out.shape == (rows, units):
-        return [ctx.quantized(y, out, record_op=True)]
-    flat = ctx.quantized(y, _with_shape(out, (rows, units)), record_op=True)
+        return [ctx.quantized(y, out)]
+    flat = ctx.quantized(y, _with_shape(out, (rows, units)))
     return [ctx.reshape(flat, out.shape)]
 
 
@@ -244,4 +244,4 @@ def batch_matmul_op(ctx: ImportContext, op: Operator, inputs: Inputs,
             real = ctx.emit(relax.op.permute_dims(real, [*range(rank - 2), rank - 1, rank - 2]))
         operands.append(real)
     y = ctx.emit(relax.op.matmul(*operands, out_dtype="float32"))
-    return [ctx.quantized(y, outputs[0], record_op=True)]
+    return [ctx.quantized(y, outputs[0])]

@@ -2,11 +2,15 @@
 GATHER, SPLIT.
 
 Each is ``quantize(op(dequantize(x)))`` with the output's parameters: exact data movement when
-they equal the input's (the rewrites then drop the pair), a requantization otherwise.
+they equal the input's (the rewrites then drop the pair). Where they differ, RESHAPE, SQUEEZE,
+TRANSPOSE, STRIDED_SLICE, SPLIT and GATHER copy the stored integers (the interpreter's kernels
+do; its XNNPACK delegate refuses TRANSPOSE and STRIDED_SLICE then), read with the output's
+parameters (``dq_stored``); CONCATENATION and PAD requantize.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import numpy as np
@@ -34,17 +38,24 @@ NHWC_TO_NCHW_AXIS = {0: 0, 1: 2, 2: 3, 3: 1}
 
 
 def _out(ctx, moved, out):
-    """``moved`` (a Value with the input's parameters) as the operator's output tensor."""
+    """``moved`` (a Value with the input's parameters) as the operator's output tensor: its
+    stored integers, which the interpreter copies whatever the output's parameters are."""
     if (moved.qparams is not None and out.quantized and moved.dtype == out.dtype
             and moved.qparams.same_as(tensor_qparams(out))):
         return moved
-    return ctx.quantized(ctx.dq(moved), out, nchw=moved.nchw)
+    return ctx.quantized(ctx.dq_stored(moved, out), out, nchw=moved.nchw)
 
 
 @tflite_op("RESHAPE", "SQUEEZE")
 def reshape_op(ctx: ImportContext, op: Operator, inputs: Inputs,
                outputs: list[Tensor]) -> list[Value]:
-    return [_out(ctx, ctx.reshape(inputs[0], outputs[0].shape), outputs[0])]
+    x, shape = inputs[0], outputs[0].shape
+    if math.prod(x.shape) != math.prod(shape):
+        # (a dynamic output's shape is computed at import, ``_shapes``: a static one is
+        # the model's word)
+        raise Unsupported(f"the output's shape {list(shape)} does not hold the "
+                          f"{math.prod(x.shape)} elements of the input's {list(x.shape)}")
+    return [_out(ctx, ctx.reshape(x, shape), outputs[0])]
 
 
 @tflite_op("TRANSPOSE")
@@ -53,7 +64,7 @@ def transpose_op(ctx: ImportContext, op: Operator, inputs: Inputs,
     x = inputs[0]
     perm = [int(p) % len(x.shape) for p in constant(inputs[1], "TRANSPOSE perm").reshape(-1)]
     axes = [TO_NHWC[p] for p in perm] if x.nchw else perm
-    y = ctx.emit(relax.op.permute_dims(ctx.dq(x), axes))
+    y = ctx.emit(relax.op.permute_dims(ctx.dq_stored(x, outputs[0]), axes))
     return [ctx.quantized(y, outputs[0])]
 
 
@@ -93,7 +104,7 @@ def pad_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tenso
 
 
 def _slice(ctx, x, axes, begin, end, strides, out):
-    y = ctx.emit(relax.op.strided_slice(ctx.dq(x), axes, begin, end, strides))
+    y = ctx.emit(relax.op.strided_slice(ctx.dq_stored(x, out), axes, begin, end, strides))
     return ctx.quantized(y, out, nchw=x.nchw)
 
 
@@ -143,7 +154,8 @@ def gather_op(ctx: ImportContext, op: Operator, inputs: Inputs,
         index_expr = ctx.expr(indices)
     else:
         raise Unsupported(f"indices of type {indices.dtype}")
-    y = ctx.emit(relax.op.take(ctx.dq(x), index_expr, axis=axis, mode="wrap"))
+    # the interpreter copies the stored integers, whatever the output's parameters are
+    y = ctx.emit(relax.op.take(ctx.dq_stored(x, outputs[0]), index_expr, axis=axis, mode="wrap"))
     return [ctx.quantized(y, outputs[0])]
 
 

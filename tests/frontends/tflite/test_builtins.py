@@ -77,6 +77,11 @@ def binary_case(kind, dtype="int8", b_shape=(1, 4, 4, 6), act="NONE"):
                      [q((1, 4, 4, 6), 0.09, 2, dtype)], fusedActivationFunction=act)
 
 
+def binary_case_scales(kind, scales, out_scale):
+    return single_op(kind, [q((1, 4, 4, 6), scales[0], 3), q((1, 4, 4, 6), scales[1], -2)],
+                     [q((1, 4, 4, 6), out_scale, 1)], fusedActivationFunction="NONE")
+
+
 def pool_case(kind, dtype="int8", padding="SAME"):
     return single_op(kind, [q((1, 7, 7, 5), 0.05, 3, dtype)], [q((1, 4, 4, 5), 0.05, 3, dtype)],
                      padding=padding, strideH=2, strideW=2, filterHeight=3, filterWidth=3,
@@ -90,6 +95,13 @@ def mean_case(keep, out_scale=0.05, out_zp=3):
                      keepDims=keep)
 
 
+def mean_axes_case(shape, axes, out, dtype="int8"):
+    """MEAN over other axes (a layer norm's last axis, channels)."""
+    return single_op("MEAN", [q(shape, 0.05, 3, dtype),
+                              T((len(axes),), "int32", data=np.array(axes, np.int32))],
+                     [q(out, 0.03, -5, dtype)], keepDims=len(out) == len(shape))
+
+
 def unary_case(kind, out=(0.05, 3), dtype="int8", **options):
     return single_op(kind, [q((1, 4, 5, 6), 0.06, -4, dtype)],
                      [q((1, 4, 5, 6), out[0], out[1], dtype)], **options)
@@ -101,8 +113,9 @@ def two_op_model(first, second):
     x = g.tensor("x", (1, 4, 4, 3), "int8", scale=0.05, zero_point=1)
     w = RNG.integers(-127, 128, (6, 1, 1, 3)).astype(np.int8)
     wt = g.tensor("w", w.shape, "int8", w, np.full(6, 0.01, np.float32), np.zeros(6, np.int64))
+    # a per-channel bias for per-channel weights: the default interpreter refuses any other
     b = g.tensor("b", (6,), "int32", RNG.integers(-500, 500, 6).astype(np.int32),
-                 np.float32(0.05) * np.float32(0.01), 0)
+                 np.full(6, np.float32(0.05) * np.float32(0.01)), np.zeros(6, np.int64))
     y = g.tensor("y", (1, 4, 4, 6), "int8", scale=0.02, zero_point=-5)
     g.op("CONV_2D", [x, wt, b], [y], **CONV)
     out = second(g, y)
@@ -374,12 +387,24 @@ CASES = {
     "add_u8": lambda: binary_case("ADD", "uint8"),
     "sub": lambda: binary_case("SUB"),
     "mul": lambda: binary_case("MUL"),
+    # scale ratios below what the XNNPACK delegate takes: the built-in kernels compute them
+    # (above it, where nearly every value saturates, TFLite's optimized ADD wraps where its
+    # reference kernel saturates: docs/parity.md)
+    "add_below_the_delegates_scale_ratios": lambda: binary_case_scales(
+        "ADD", (0.00003, 0.05), 0.08),
+    "sub_below_the_delegates_scale_ratios": lambda: binary_case_scales(
+        "SUB", (0.00005, 0.05), 0.08),
+    "mul_below_the_delegates_scale_ratios": lambda: binary_case_scales(
+        "MUL", (0.02, 0.0005), 0.7),
     "mul_u8": lambda: binary_case("MUL", "uint8"),
     "average_pool_same": lambda: pool_case("AVERAGE_POOL_2D"),
     "average_pool_u8": lambda: pool_case("AVERAGE_POOL_2D", "uint8"),
     "max_pool": lambda: pool_case("MAX_POOL_2D"),
     "mean_hw_keepdims": lambda: mean_case(True),
     "mean_hw_requantized": lambda: mean_case(False, 0.02, -6),
+    "mean_last_axis_keepdims": lambda: mean_axes_case((1, 16, 32), [-1], (1, 16, 1)),
+    "mean_channels_u8": lambda: mean_axes_case((1, 4, 5, 6), [3], (1, 4, 5), "uint8"),
+    "mean_hw_u8": lambda: mean_axes_case((1, 4, 5, 6), [1, 2], (1, 1, 1, 6), "uint8"),
     "reshape_restores_nhwc_order": lambda: two_op_model(None, reshape_after_conv),
     "transpose": lambda: two_op_model(None, transpose_after_conv),
     "concatenation_channels": lambda: two_op_model(None, concat_after_conv),
@@ -451,6 +476,9 @@ CASES = {
                                          [q16((1, 4, 4, 6), 7e-4)], alpha=0.1),
     "logistic_16x8": lambda: single_op("LOGISTIC", [q16((1, 4, 4, 6), 3e-4)],
                                        [q16((1, 4, 4, 6), 1 / 32768)]),
+    # a power-of-two input scale: the optimized kernel computes it in fixed point
+    "logistic_16x8_power_of_two_input": lambda: single_op(
+        "LOGISTIC", [q16((1, 4, 4, 6), 2.0 ** -12)], [q16((1, 4, 4, 6), 1 / 32768)]),
     "tanh_16x8": lambda: single_op("TANH", [q16((1, 4, 4, 6), 2.0 ** -12)],
                                    [q16((1, 4, 4, 6), 1 / 32768)]),
     "mean_16x8_height_width": lambda: mean16_case((1, 2), keepdims=False),
@@ -462,10 +490,40 @@ CASES = {
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_builtin_is_bit_exact_with_tflite_reference_kernels(case):
-    result = canonqnn.parity(CASES[case](), runs=2)
+    result = canonqnn.parity(CASES[case](), runs=2, numerics="tflite-reference")
     assert result.float_islands == [], result.summary()
     assert result.exact, result.summary()
     assert "reference kernels" in result.reference
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_builtin_is_bit_exact_with_the_default_interpreter(case):
+    """The interpreter as users run it: on x86-64 its XNNPACK delegate computes the operators
+    it takes (``tflite-xnnpack-x86``), the built-in kernels the rest."""
+    result = canonqnn.parity(CASES[case](), runs=1)
+    assert result.float_islands == [], result.summary()
+    assert result.exact, result.summary()
+    assert "default" in result.reference
+
+
+# XNNPACK picks its kernels by the CPU's class; on an AVX-512 host a child masked to AVX2
+# (tests/support/cpuid_mask.py) runs the AVX2 ones, so the default interpreter's profile is
+# checked on both (tests/frontends/tflite/test_runtime.py: the mask reaches the interpreter).
+AVX2_CASES = ("conv2d_per_channel_same_stride2_relu6", "depthwise_multiplier2_valid_relu",
+              "fully_connected_u8", "add_broadcast_channels", "sub", "mul", "mean_hw_keepdims",
+              "mean_last_axis_keepdims", "quantize_requantizes", "resize_bilinear_half_pixel",
+              "logistic", "tanh", "leaky_relu", "transpose_conv")
+
+
+@pytest.mark.parametrize("case", AVX2_CASES)
+def test_builtin_is_bit_exact_with_the_default_interpreter_on_an_avx2_class(case):
+    from support import cpuid_mask
+
+    if (reason := cpuid_mask.unavailable("x86-avx2")) is not None:
+        pytest.skip(reason)
+    with cpuid_mask.masked("x86-avx2"):
+        result = canonqnn.parity(CASES[case](), runs=1, numerics="tflite-xnnpack-x86")
+    assert "default" in result.reference and result.exact, result.summary()
 
 
 @pytest.mark.parametrize("in_zp", [-128, -20, 90])
