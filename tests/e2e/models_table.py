@@ -7,7 +7,8 @@ Each row builds its model in code (``tests/_real_models.py``, ``canonqnn.testing
 ``canonqnn.testing.tflite_models``), converts it, builds it and compares it with its runtime on
 seeded inputs: "bit-exact", or within the bound docs/parity.md argues for the model's own float
 region (the table states the bound, never a host's measurement, so it reads the same on every
-CPU), or the error that refuses it. ``tests/e2e/test_models_table.py`` keeps the file current.
+CPU but for the x86 class in the profile names), or the error that refuses it.
+``tests/e2e/test_models_table.py`` keeps the file current.
 """
 
 from __future__ import annotations
