@@ -17,7 +17,7 @@ Sources whose runtime computes each elementwise builtin as one kernel (``tables.
 TFLite, and XNNPACK for PyTorch programs; the module is the one the numerics profile's
 ``tables`` choice names, ``tables.FAMILIES``) have no float chain to follow: there the chain
 must be exactly the form the frontend writes for one of those kernels (``KERNEL_OPS`` of ``dq(x)``,
-or the hard-swish composite), and the table is that kernel's (``tables.kernel_table``); any
+or the hard-swish or ELU composite), and the table is that kernel's (``tables.kernel_table``); any
 other chain declines. Those chains may be int16 -> int16 too (TFLite's 16x8 LEAKY_RELU,
 LOGISTIC, TANH): the table then has an entry per int16 code.
 
@@ -223,34 +223,55 @@ def _kernel_function(graph: _Graph) -> tuple[str, dict] | None:
             return function, params
     if _is_hard_swish(graph):
         return "hardswish", {}
+    if _is_elu(graph):
+        return "elu", {}
     return None
+
+
+def _call(graph: _Graph, expr: Any, op: str) -> Any:
+    """The call of ``op`` computing ``expr`` inside ``g``, else None."""
+    found = graph.ops.get(expr) if _tvm.is_tensor(expr) else None
+    return found if _tvm.op_name(found) == op else None
+
+
+def _scalar(expr: Any, value: float) -> bool:
+    """``expr`` is the float32 scalar constant ``value``."""
+    if not _tvm.is_const(expr) or _tvm.dtype_of(expr) != "float32":
+        return False
+    v = _tvm.const_value(expr)
+    return v.size == 1 and float(v.reshape(())) == value
 
 
 def _is_hard_swish(graph: _Graph) -> bool:
     """``g`` is x * clip(x * HARD_SWISH_SLOPE + HARD_SWISH_OFFSET, 0, 1), the form every
     frontend writes for hard swish (``frontends._base.hard_swish``)."""
-    def call(expr: Any, op: str) -> Any:
-        found = graph.ops.get(expr) if _tvm.is_tensor(expr) else None
-        return found if _tvm.op_name(found) == op else None
-
-    def scalar(expr: Any, value: float) -> bool:
-        if not _tvm.is_const(expr) or _tvm.dtype_of(expr) != "float32":
-            return False
-        v = _tvm.const_value(expr)
-        return v.size == 1 and float(v.reshape(())) == value
-
     if graph.consts or len(graph.ops) != 4:
         return False
-    gated = call(graph.root, "relax.multiply")
+    gated = _call(graph, graph.root, "relax.multiply")
     x = gated.args[0] if gated is not None else None
-    clip = None if x not in graph.leaves else call(gated.args[1], "relax.clip")
+    clip = None if x not in graph.leaves else _call(graph, gated.args[1], "relax.clip")
     if clip is None or (_tvm.scalar_arg(clip.args[1]), _tvm.scalar_arg(clip.args[2])) != (0, 1):
         return False
-    shifted = call(clip.args[0], "relax.add")
-    scaled = None if shifted is None else call(shifted.args[0], "relax.multiply")
+    shifted = _call(graph, clip.args[0], "relax.add")
+    scaled = None if shifted is None else _call(graph, shifted.args[0], "relax.multiply")
     return (scaled is not None and scaled.args[0].same_as(x)
-            and scalar(shifted.args[1], HARD_SWISH_OFFSET)
-            and scalar(scaled.args[1], HARD_SWISH_SLOPE))
+            and _scalar(shifted.args[1], HARD_SWISH_OFFSET)
+            and _scalar(scaled.args[1], HARD_SWISH_SLOPE))
+
+
+def _is_elu(graph: _Graph) -> bool:
+    """``g`` is where(x >= 0, x, exp(x) - 1), the form the TFLite frontend writes for ELU."""
+    if graph.consts or len(graph.ops) != 4:
+        return False
+    select = _call(graph, graph.root, "relax.where")
+    x = select.args[1] if select is not None else None
+    if x not in graph.leaves:
+        return False
+    nonneg = _call(graph, select.args[0], "relax.greater_equal")
+    negative = _call(graph, select.args[2], "relax.subtract")
+    exp = None if negative is None else _call(graph, negative.args[0], "relax.exp")
+    return (nonneg is not None and nonneg.args[0].same_as(x) and _scalar(nonneg.args[1], 0.0)
+            and exp is not None and exp.args[0].same_as(x) and _scalar(negative.args[1], 1.0))
 
 
 @dataclass(frozen=True)

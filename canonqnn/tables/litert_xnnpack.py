@@ -4,7 +4,8 @@ delegate applied), on x86-64 (numerics profile ``tflite-xnnpack-x86``, tables
 ``tflite_xnnpack``).
 
 Measured (every code, random and chosen parameters, tests/tables/test_litert_xnnpack_tables.py):
-the delegate takes int8 and uint8 LOGISTIC, TANH and LEAKY_RELU (not their 16x8 forms); HARD_SWISH,
+the delegate takes int8 and uint8 LOGISTIC, TANH and LEAKY_RELU (not their 16x8 forms) and int8
+ELU (TFLite refuses uint8 ELU before any delegate sees it); HARD_SWISH,
 GELU and the RELUs stay with the built-in optimized kernels, which give exactly the reference
 kernels' results (``canonqnn.tables.tflite``), as do the 16x8 kernels except LOGISTIC and TANH
 of power-of-two input scales (``tflite_builtin``).
@@ -15,11 +16,14 @@ code, entry by entry (x = (q - zp) * scale in float32, then):
     sigmoid     f32(e / (1 + e)), e = exp(double(x)) (the C library's exp); 0 below -100,
                 1 above 100
     tanh        tanhf(x) (the C library's)
+    elu         x < 0 ? expm1f(x) : x (the C library's; alpha 1), as the built-in kernel's LUT
 
 and quantizes each value as nearbyint(f32(f32(y * f32(1 / scale)) + zp)), saturated (ties to
 even, where TFLite's reference kernels round half away from zero after a float LUT of expf /
 tanhf: the tables differ on an entry now and then). TFLite requires the output scales 1/256
-and 1/128 here, so y * 1/scale is exact and a fused multiply-add would give the same.
+and 1/128 here, so y * 1/scale is exact and a fused multiply-add would give the same. ELU's
+output scale is free; the multiply and the add, two roundings, matched on every code of the
+parameter sets measured.
 
 LEAKY_RELU runs XNNPACK's integer kernel (qs8/qu8 vlrelu, AVX2): multipliers
 lrintf(256 * f32(in_scale / out_scale)) and lrintf(256 * f32(that ratio * alpha)) (the
@@ -51,7 +55,8 @@ from .onnxruntime import NotEvaluable
 RUNTIME = "TFLite (XNNPACK delegate)"  # in messages
 KERNELS: dict[str, str] = dict(tflite.KERNELS)  # the same builtins; some computed otherwise
 EVALUATORS: dict[str, Callable] = {}
-DELEGATED = ("sigmoid", "tanh", "leaky_relu")  # the int8/uint8 functions XNNPACK computes
+# the int8/uint8 functions XNNPACK computes (ELU: int8 only, at every scale measured)
+DELEGATED = ("sigmoid", "tanh", "leaky_relu", "elu")
 
 # XNNPACK's limits on its integer leaky ReLU (input/output scale ratio, and times alpha).
 _RATIO_MIN, _RATIO_MAX = 2.0 ** -8, 2.0 ** 7
@@ -128,7 +133,7 @@ def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
     return np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
 
 
-_FLOAT_FUNCTIONS = {"sigmoid": sigmoid, "tanh": tanh}
+_FLOAT_FUNCTIONS = {"sigmoid": sigmoid, "tanh": tanh, "elu": tflite.elu}
 
 
 def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None = None,
@@ -138,6 +143,8 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
     XNNPACK's for the int8/uint8 functions it takes, the built-in optimized kernels'
     otherwise (and for 16x8 models). Raises ``NotEvaluable`` as ``tflite.table`` does."""
     delegated = in_qp.dtype == out_qp.dtype == "int8" and function in DELEGATED
+    if function == "elu" and source_dtype != "int8":
+        delegated = False  # refused by tflite.table: TFLite has no uint8 ELU
     if delegated and function == "leaky_relu":
         if alpha is None:
             raise NotEvaluable("leaky_relu needs alpha")

@@ -8,6 +8,7 @@ this source builds the table of a whole function (``KERNELS``), never evaluates 
     tanh        TANH            float LUT of tanhf(x)
     gelu        GELU            float LUT of 0.5 * x * erfcf(x * -sqrt(1/2))
     gelu_tanh   GELU approx.    float LUT of 0.5 * x * (1 + tanhf(k * (x + 0.044715 * x^3)))
+    elu         ELU             float LUT of x < 0 ? expm1f(x) : x (int8 only)
     leaky_relu  LEAKY_RELU      Q31: x >= 0 ? MBQM(x, identity) : MBQM(x, alpha multiplier)
     hardswish   HARD_SWISH      int16 fixed point (reluish multiplier, SQDMULH, ...)
     rsqrt       RSQRT           Q31: Newton-Raphson 1/sqrt of the integer q - zp, two MBQMs
@@ -20,6 +21,10 @@ are the C library's own, called through ctypes as TFLite calls them
 (``numerics.arithmetic.float32_library_function``; without one, the float64 function rounded
 to float32, which glibc's ``tanhf`` does not always equal: tests/tables/test_tflite_tables.py
 pins a table where that matters).
+
+ELU has no reference kernel (``BUILTIN_REF`` refuses an ELU model of any type and operator
+version); its table is the built-in kernel's (``OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES``),
+the one TFLite kernel computing ELU, which refuses uint8 tensors.
 
 uint8 tensors are held as int8 (q - 128, zp - 128). The uint8 kernels give the shifted int8
 table except where a value overflows: HARD_SWISH's int16 output arithmetic wraps at a point
@@ -106,6 +111,7 @@ def _exp(x: float) -> float:
 expf = float32_library_function("expf", _exp)
 tanhf = float32_library_function("tanhf", math.tanh)
 erfcf = float32_library_function("erfcf", math.erfc)
+expm1f = float32_library_function("expm1f", math.expm1)
 _NEG_SQRT1_2 = F32(-0.70710678118654752440)            # static_cast<float>(-M_SQRT1_2)
 _SQRT_2_OVER_PI = F32(1.12837916709551257390 * 0.70710678118654752440)  # M_2_SQRTPI*M_SQRT1_2
 _GELU_CUBIC = F32(0.044715)
@@ -131,6 +137,12 @@ def gelu_tanh(x) -> np.ndarray:
     cube = (((_GELU_CUBIC * x).astype(F32) * x).astype(F32) * x).astype(F32)
     inner = (_SQRT_2_OVER_PI * (x + cube).astype(F32)).astype(F32)
     return ((F32(0.5) * x).astype(F32) * (F32(1.0) + tanhf(inner)).astype(F32)).astype(F32)
+
+
+def elu(x) -> np.ndarray:
+    """``x < 0 ? expm1f(x) : x`` (measured: not ``expf(x) - 1``, nor expm1 in double)."""
+    x = f32(x)
+    return np.where(x < 0, expm1f(np.minimum(x, F32(0.0))), x).astype(F32)
 
 
 def lut_float(transform: Callable, in_qp: QParams, out_qp: QParams,
@@ -290,9 +302,10 @@ def rsqrt(in_qp: QParams, out_qp: QParams, source_dtype: str = "int8") -> np.nda
 RUNTIME = "TFLite"  # in messages
 KERNELS: dict[str, str] = {
     "sigmoid": "LOGISTIC", "tanh": "TANH", "gelu": "GELU", "gelu_tanh": "GELU (approximate)",
-    "leaky_relu": "LEAKY_RELU", "hardswish": "HARD_SWISH", "rsqrt": "RSQRT",
+    "leaky_relu": "LEAKY_RELU", "hardswish": "HARD_SWISH", "rsqrt": "RSQRT", "elu": "ELU",
 }
-_FLOAT_TRANSFORMS = {"sigmoid": logistic, "tanh": tanhf, "gelu": gelu, "gelu_tanh": gelu_tanh}
+_FLOAT_TRANSFORMS = {"sigmoid": logistic, "tanh": tanhf, "gelu": gelu, "gelu_tanh": gelu_tanh,
+                     "elu": elu}
 
 
 def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None = None,
@@ -303,14 +316,17 @@ def table(function: str, in_qp: QParams, out_qp: QParams, *, alpha: float | None
     and ``out_qp`` (16x8 models): the int16[65536] table, entry i for code i - 32768.
 
     Raises ``NotEvaluable`` for functions TFLite has no kernel for and for parameters its
-    kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128, RSQRT an
-    int8 model). ``optimized``: the built-in optimized kernels' (``OpResolverType.BUILTIN``),
+    kernel refuses (LOGISTIC needs output scale 1/256, HARD_SWISH a ratio below 128, RSQRT and
+    ELU an int8 model). ``optimized``: the built-in optimized kernels' (``OpResolverType.BUILTIN``),
     which differ from the reference kernels' in int16 LOGISTIC and TANH of power-of-two input
     scales (``tflite_int16``) only."""
     if in_qp.dtype == "int16" or out_qp.dtype == "int16":
         return _int16_table(function, in_qp, out_qp, alpha, optimized)
     if function == "sigmoid" and out_qp.scalar_scale != 1.0 / 256:
         raise NotEvaluable(f"TFLite LOGISTIC requires output scale 1/256, got {out_qp!r}")
+    if function == "elu" and source_dtype != "int8":
+        raise NotEvaluable("TFLite's ELU kernel takes float32 and int8 only, not "
+                           f"{source_dtype}")
     if function in _FLOAT_TRANSFORMS:
         return lut_float(_FLOAT_TRANSFORMS[function], in_qp, out_qp, source_dtype)
     if function == "leaky_relu":

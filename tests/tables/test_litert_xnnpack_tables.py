@@ -16,7 +16,7 @@ from canonqnn.tables import NotEvaluable, kernel_table, litert_xnnpack, tflite
 
 CODES = np.arange(-128, 128).astype(np.int8)
 OPS = {"sigmoid": "LOGISTIC", "tanh": "TANH", "leaky_relu": "LEAKY_RELU",
-       "hardswish": "HARD_SWISH", "gelu": "GELU", "gelu_tanh": "GELU"}
+       "hardswish": "HARD_SWISH", "gelu": "GELU", "gelu_tanh": "GELU", "elu": "ELU"}
 FIXED_OUTPUT = {"sigmoid": (1 / 256, -128), "tanh": (1 / 128, 0)}  # TFLite requires these
 
 
@@ -150,7 +150,8 @@ def test_sixteen_bit_kernels_are_not_delegated_and_keep_the_reference_tables():
 CONVERTED = [("LOGISTIC", (0.002605247776955366, 15), (1 / 256, -128), {}),
              ("TANH", (0.06489595770835876, 114), (1 / 128, 0), {}),
              ("LEAKY_RELU", (0.05, 3), (0.02, -5), {"alpha": 0.1}),
-             ("HARD_SWISH", (0.05, 3), (0.02, -5), {})]
+             ("HARD_SWISH", (0.05, 3), (0.02, -5), {}),
+             ("ELU", (0.0020076087675988674, 99), (0.001330782426521182, -45), {})]
 
 
 @pytest.mark.parametrize("op,x,y,options", CONVERTED, ids=[c[0] for c in CONVERTED])
@@ -170,3 +171,35 @@ def test_a_model_converted_for_the_default_interpreter_computes_what_it_computes
     got = reference.evaluate(mod, {io.inputs[0].name: CODES.reshape(1, 256)}) \
         .outputs[io.outputs[0].name]
     assert np.array_equal(np.asarray(got).reshape(-1), want)
+
+
+# (input scale, zero point, output scale, zero point) where XNNPACK's ELU table differs from the
+# built-in kernel's (rint of a float sum against roundf then the zero point; found by comparing)
+ELU_DIFFERING = [(0.0020076087675988674, 99, 0.001330782426521182, -45),
+                 (0.12287925183773041, 105, 0.012518529780209064, -86)]
+
+
+def test_int8_elu_is_delegated_and_equals_the_default_interpreter():
+    """ELU has no reference kernel: the built-in kernel's table stands for the others."""
+    rng = np.random.default_rng(3)
+    params = [(i, o) for i, o, _ in random_params(rng, "elu", 300)]
+    params += [(QParams.make(*p[:2]), QParams.make(*p[2:])) for p in ELU_DIFFERING]
+    differing = 0
+    for in_qp, out_qp in params:
+        want, delegated = interpreter_table("elu", in_qp, out_qp, "int8")
+        assert delegated
+        got = ours("elu", in_qp, out_qp, "int8")
+        assert np.array_equal(got, want), (in_qp, out_qp, np.sum(got != want))
+        builtin, _ = interpreter_table("elu", in_qp, out_qp, "int8",
+                                       resolver=OpResolverType.BUILTIN_WITHOUT_DEFAULT_DELEGATES)
+        assert np.array_equal(tflite.table("elu", in_qp, out_qp), builtin)
+        differing += not np.array_equal(got, builtin)
+    assert differing >= len(ELU_DIFFERING)
+
+
+def test_uint8_elu_is_refused_by_the_interpreter_and_by_the_tables():
+    in_qp, out_qp = QParams.make(0.05, 3), QParams.make(0.04, -20)
+    with pytest.raises(RuntimeError, match="Only float32 and int8 is supported currently"):
+        interpreter_table("elu", in_qp, out_qp, "uint8")
+    with pytest.raises(NotEvaluable, match="ELU kernel takes float32 and int8 only"):
+        ours("elu", in_qp, out_qp, "uint8")

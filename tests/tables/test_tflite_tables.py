@@ -143,7 +143,7 @@ def test_refused_parameters_and_unknown_functions_raise_not_evaluable():
         kernel_table("tflite", "silu", QParams.make(0.1, 0), QParams.make(0.1, 0))
     with pytest.raises(NotEvaluable, match="not kernels"):
         kernel_table("onnx", "tanh", QParams.make(0.1, 0), QParams.make(0.1, 0))
-    assert sorted(kernels("tflite")) == sorted(BUILTINS) and kernels("onnx") is None
+    assert sorted(kernels("tflite")) == sorted([*BUILTINS, "elu"]) and kernels("onnx") is None
 
 
 def test_rsqrt_inverse_square_root_is_tflites_newton_raphson_in_fixed_point():
@@ -183,3 +183,55 @@ def test_table_and_bound_rounding_is_roundf_not_floor_of_a_sum():
                            0).tolist() == [0, 0, 1, -1]
     unit = QParams.make(1.0, 0)
     assert [quantize_value(v, unit, "q31_double") for v in (below_half, 0.5, -0.5)] == [0, 1, -1]
+
+
+# ---------------------------------------------------------------- ELU (no reference kernel)
+def builtin_elu_table(in_qp: QParams, out_qp: QParams, dtype: str = "int8") -> np.ndarray:
+    """The built-in ELU kernel's output for codes -128..127: the reference resolver has no ELU
+    (test_elu_has_no_reference_kernel_and_no_uint8_kernel), so ELU's table is this one's."""
+    shift = 128 if dtype == "uint8" else 0
+    model = single_op("ELU", [T((1, 256), dtype, in_qp.scalar_scale, in_qp.scalar_zp + shift)],
+                      [T((1, 256), dtype, out_qp.scalar_scale, out_qp.scalar_zp + shift)])
+    x = (np.arange(-128, 128) + shift).astype(dtype).reshape(1, 256)
+    y = run_tflite(model, [x], reference=False)[0].reshape(-1).astype(np.int32) - shift
+    return y.astype(np.int8)
+
+
+def test_elu_table_equals_the_builtin_kernel_on_random_parameters():
+    rng = np.random.default_rng(11)
+    for _ in range(150):
+        in_qp, out_qp, _ = random_params("elu", rng, wide=bool(rng.integers(2)))
+        want = builtin_elu_table(in_qp, out_qp)
+        np.testing.assert_array_equal(kernel_table("tflite", "elu", in_qp, out_qp), want,
+                                      err_msg=f"{in_qp} {out_qp}")
+
+
+# (input scale, zero point, output scale, zero point) where expf(x) - 1 in float32, or expm1
+# in double rounded to float32, would give another table than expm1f (found by comparing them)
+ELU_EXPM1F = [(0.0018210288835689425, -27, 2.6060357413371094e-05, 17),
+              (0.004380402620881796, -109, 0.00025356182595714927, 20),
+              (0.008070934563875198, -36, 0.002201454946771264, 68),
+              (0.007644994650036097, -53, 0.002147460589185357, 42)]
+
+
+@pytest.mark.parametrize("params", ELU_EXPM1F)
+def test_elu_is_a_float_lut_of_expm1f(params):
+    in_qp, out_qp = QParams.make(*params[:2]), QParams.make(*params[2:])
+    table = kernel_table("tflite", "elu", in_qp, out_qp)
+    np.testing.assert_array_equal(table, builtin_elu_table(in_qp, out_qp))
+    exp_minus_one = tt.lut_float(
+        lambda x: np.where(x < 0, (tt.expf(x) - F32(1)).astype(F32), x), in_qp, out_qp)
+    double = tt.lut_float(
+        lambda x: np.where(x < 0, np.expm1(x.astype(np.float64)).astype(F32), x), in_qp, out_qp)
+    assert not (np.array_equal(table, exp_minus_one) and np.array_equal(table, double))
+
+
+def test_elu_has_no_reference_kernel_and_no_uint8_kernel():
+    in_qp, out_qp = QParams.make(0.05, 3), QParams.make(0.04, -20)
+    model = single_op("ELU", [T((1, 4), "int8", 0.05, 3)], [T((1, 4), "int8", 0.04, -20)])
+    with pytest.raises(ValueError, match="Didn't find op for builtin opcode 'ELU'"):
+        run_tflite(model, [np.zeros((1, 4), np.int8)])
+    with pytest.raises(RuntimeError, match="Only float32 and int8 is supported currently"):
+        builtin_elu_table(in_qp, out_qp, "uint8")
+    with pytest.raises(NotEvaluable, match="ELU kernel takes float32 and int8 only"):
+        kernel_table("tflite", "elu", in_qp, out_qp, source_dtype="uint8")

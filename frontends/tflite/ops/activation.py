@@ -1,9 +1,11 @@
 """Activations: fused ones (a float relu/clip before the output quantize) and the
-LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, GELU, RELU, RELU6, RELU_N1_TO_1 and SOFTMAX operators,
+LOGISTIC, TANH, HARD_SWISH, LEAKY_RELU, ELU, GELU, RELU, RELU6, RELU_N1_TO_1 and SOFTMAX
+operators,
 plus RSQRT, the other unary function TFLite computes as one int8 kernel.
 
 Each is written with the Relax op of the same meaning (HARD_SWISH as the same composite the
-ONNX frontend writes); the rewrites build its int8 table the way TFLite computes it.
+ONNX frontend writes, ELU as ``where(x >= 0, x, exp(x) - 1)``, the form rewrites/lut.py
+recognizes); the rewrites build its int8 table the way TFLite computes it.
 """
 
 from __future__ import annotations
@@ -70,6 +72,21 @@ def leaky_relu_op(ctx: ImportContext, op: Operator, inputs: Inputs,
 def hard_swish_op(ctx: ImportContext, op: Operator, inputs: Inputs,
                   outputs: list[Tensor]) -> list[Value]:
     return _unary(ctx, inputs, outputs, lambda x: hard_swish(ctx, x))
+
+
+@tflite_op("ELU")
+def elu_op(ctx: ImportContext, op: Operator, inputs: Inputs, outputs: list[Tensor]) -> list[Value]:
+    if inputs[0].dtype == "uint8":
+        raise Unsupported("ELU on uint8: TFLite's ELU kernel takes float32 and int8 only (the "
+                          "interpreter refuses this model)")
+    return _unary(ctx, inputs, outputs, lambda x: elu(ctx, x))
+
+
+def elu(ctx: ImportContext, x):
+    """ELU with alpha 1 (TFLite's has no options)."""
+    negative = ctx.emit(relax.op.subtract(ctx.emit(relax.op.exp(x)), _tvm.const(np.float32(1.0))))
+    nonneg = ctx.emit(relax.op.greater_equal(x, _tvm.const(np.float32(0.0))))
+    return ctx.emit(relax.op.where(nonneg, x, negative))
 
 
 @tflite_op("RSQRT")
