@@ -55,7 +55,8 @@ class Profile:
     # The float functions behind lookup tables (sigmoid, tanh, gelu, ...): "x86" (MLAS's
     # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
     # reference kernels), "xnnpack_avx2" / "xnnpack_avx512" (XNNPACK's AVX2+FMA3 / AVX-512F
-    # float32 kernels), "tflite_xnnpack" (TFLite's XNNPACK delegate), "unverified"
+    # float32 kernels), "tflite_xnnpack" (TFLite's XNNPACK delegate), "tflite_builtin"
+    # (TFLite's built-in optimized kernels), "unverified"
     # (another ISA's kernels, not reproduced: no table is built).
     tables: str = "x86"
     # A float32 conv bias (no dequantize) quantized to the accumulator's scale s: "divide"

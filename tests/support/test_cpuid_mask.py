@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -20,8 +21,10 @@ def run(code: str, cls: str | None = "x86-avx2", *flags: str) -> subprocess.Comp
     env = {**os.environ, **cpuid_mask.environment(cls or "")}
     if cls is None:
         env.pop(cpuid_mask.CLASS_VAR)
+    # run outside the source folder: ``python -c`` puts the working directory first on the
+    # path, where the repository's canonqnn/ would shadow the installed package
     return subprocess.run([sys.executable, *flags, "-c", code], env=env, capture_output=True,
-                          text=True, timeout=120)
+                          text=True, timeout=120, cwd=tempfile.gettempdir())
 
 
 STATE = """
