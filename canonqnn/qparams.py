@@ -391,9 +391,9 @@ def xnnpack_convert_multiplier(in_scale: float, out_scale: float) -> int | None:
 
 
 # The scale ratios for which TFLite's XNNPACK delegate takes an 8-bit ADD / SUB (each input's
-# scale over the output's) and MUL (the inputs' product over the output's), float32 ratios,
-# the upper ends excluded; outside them the built-in kernels compute the operator.
-XNNPACK_ADD_RATIO_RANGE = (2.0 ** -10, 2.0 ** 8)
+# scale over the output's: ``XNNPACK_ADD_RATIO_RANGE``) and MUL (the inputs' product over the
+# output's), float32 ratios, the upper ends excluded; outside them the built-in kernels
+# compute the operator.
 XNNPACK_MUL_RATIO_RANGE = (2.0 ** -16, 2.0 ** 8)
 
 

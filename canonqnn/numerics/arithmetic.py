@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -100,17 +101,18 @@ def fma_f32(a, b, c) -> np.ndarray:
 
 
 @functools.cache
-def c_library_function(name: str):
-    """The C library's float32 function ``name`` (``logf``, ``expf``, ``tanhf``, ``erfcf``)
-    through ctypes, or None. The runtimes call it, and glibc's are not correctly rounded, so a
-    correctly rounded value would change a result now and then."""
+def c_library_function(name: str, ctype: Any = ctypes.c_float):
+    """The C library's function ``name`` of one ``ctype`` argument (float32: ``logf``,
+    ``expf``, ``tanhf``, ``erfcf``; ``ctypes.c_double``: ``exp``) through ctypes, or None. The
+    runtimes call it, and glibc's are not correctly rounded, so a correctly rounded value
+    would change a result now and then."""
     for lib in ("libm.so.6", "libm.dylib", None):
         lib = lib or ctypes.util.find_library("m")  # (runs ldconfig: last resort)
         try:
             fn = getattr(ctypes.CDLL(lib), name)
         except (OSError, AttributeError, TypeError):
             continue
-        fn.restype, fn.argtypes = ctypes.c_float, [ctypes.c_float]
+        fn.restype, fn.argtypes = ctype, [ctype]
         return fn
     return None
 

@@ -39,15 +39,14 @@ Pure numpy (the C library through ctypes, as ``canonqnn.numerics.arithmetic``).
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import functools
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-from ..numerics.arithmetic import float32_library_function
-from ..qparams import INT8_CODES, INT8_MAX, INT8_MIN, QParams
+from ..numerics.arithmetic import c_library_function, float32_library_function
+from ..numerics.q31 import wrap_int16
+from ..qparams import INT8_CODES, INT8_MAX, INT8_MIN, XNNPACK_CONVERT_RATIO_RANGE, QParams
 from . import tflite
 from ._f32 import F32, f32
 from .onnxruntime import NotEvaluable
@@ -58,28 +57,13 @@ EVALUATORS: dict[str, Callable] = {}
 # the int8/uint8 functions XNNPACK computes (ELU: int8 only, at every scale measured)
 DELEGATED = ("sigmoid", "tanh", "leaky_relu", "elu")
 
-# XNNPACK's limits on its integer leaky ReLU (input/output scale ratio, and times alpha).
-_RATIO_MIN, _RATIO_MAX = 2.0 ** -8, 2.0 ** 7
+# XNNPACK's limits on its integer leaky ReLU (input/output scale ratio, and times alpha): the
+# range of its 8.8 fixed-point multipliers, as for its convert.
+_RATIO_MIN, _RATIO_MAX = XNNPACK_CONVERT_RATIO_RANGE
 _NEGATIVE_MIN = -float.fromhex("0x1.FFFCp6")
 
-
-@functools.cache
-def _c_exp() -> Callable[[float], float]:
-    """The C library's double ``exp`` (XNNPACK's ``std::exp(double)``), else Python's."""
-    for lib in ("libm.so.6", "libm.dylib", ctypes.util.find_library("m")):
-        try:
-            fn = ctypes.CDLL(lib).exp
-        except (OSError, AttributeError, TypeError):
-            continue
-        fn.restype, fn.argtypes = ctypes.c_double, [ctypes.c_double]
-        return fn
-    return math.exp
-
-
-def dequantize(codes, scale, zero_point) -> np.ndarray:
-    """``f32(f32(q - zp) * scale)`` (XNNPACK's reference dequantize, float zero point)."""
-    diff = (np.asarray(codes, np.int32) - np.asarray(zero_point, np.int32)).astype(F32)
-    return (diff * f32(scale)).astype(F32)
+# XNNPACK's reference dequantize, f32(f32(q - zp) * scale), is TFLite's LUTPopulate one
+dequantize = tflite.dequantize
 
 
 def quantize(values, scale: float, zero_point: int, source_dtype: str = "int8") -> np.ndarray:
@@ -97,7 +81,7 @@ def quantize(values, scale: float, zero_point: int, source_dtype: str = "int8") 
 
 def sigmoid(x) -> np.ndarray:
     """XNNPACK's reference sigmoid: e / (1 + e) in double, e = exp(x), rounded to float32."""
-    exp = _c_exp()
+    exp = c_library_function("exp", ctypes.c_double) or math.exp  # std::exp(double)
     out = [1.0 if v > 100 else 0.0 if v < -100 else exp(v) / (1.0 + exp(v))
            for v in (float(a) for a in f32(x).reshape(-1))]
     return np.array(out, np.float64).astype(F32).reshape(np.shape(x))
@@ -114,10 +98,6 @@ def leaky_relu_delegated(in_qp: QParams, out_qp: QParams, alpha: float) -> bool:
                 and abs(negative) >= _RATIO_MIN)
 
 
-def _wrap16(x: np.ndarray) -> np.ndarray:
-    return ((x + 32768) % 65536) - 32768
-
-
 def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
     """XNNPACK's integer leaky ReLU (see the module's docstring), int8 form (uint8 tensors
     give the shifted table: only q - zp and the saturation bounds enter)."""
@@ -126,9 +106,9 @@ def leaky_relu(in_qp: QParams, out_qp: QParams, alpha: float) -> np.ndarray:
     negative = int(np.rint(F32(256.0) * F32(ratio * F32(alpha))))
     q = INT8_CODES.astype(np.int64)
     zp = int(in_qp.scalar_zp)
-    multiplier = _wrap16(np.where(q > zp, -positive, -negative))
+    multiplier = wrap_int16(np.where(q > zp, -positive, -negative))
     product = ((zp - q) << 7) * multiplier
-    y = _wrap16(((product >> 14) + 1) >> 1)  # vpmulhrsw
+    y = wrap_int16(((product >> 14) + 1) >> 1)  # vpmulhrsw
     y = np.clip(y + int(out_qp.scalar_zp), -32768, 32767)
     return np.clip(y, INT8_MIN, INT8_MAX).astype(np.int8)
 
