@@ -34,11 +34,10 @@ def register_intrinsics() -> None:
     """Register every ``DotISA``'s tensor intrinsics with TVM (once)."""
     from tvm.s_tir import TensorIntrin
 
-    from .isa import lane_intrinsic, row_intrinsic
+    from .isa import row_intrinsic
 
     for isa in ISAS:
-        for name, broadcast in ((isa.intrinsic, "A"), (row_intrinsic(isa), "B"),
-                                (lane_intrinsic(isa), "")):
+        for name, broadcast in ((isa.intrinsic, "A"), (row_intrinsic(isa), "B")):
             if name not in _registered:
                 TensorIntrin.register(name, *_intrinsic(isa, broadcast), override=True)
                 _registered.add(name)
@@ -93,9 +92,7 @@ def _intrinsic(isa: DotISA, broadcast: str) -> tuple[Any, Any]:
     - ``"A"``: ``C[i] += A[k] * B[i, k]``, output channels in lanes, the activations
       broadcast (``DotISA.intrinsic``);
     - ``"B"``: ``C[i] += A[i, k] * B[k]``, output pixels of a row in lanes, the weights
-      broadcast (``row_intrinsic``);
-    - ``""``: ``C[i] += A[i, k] * B[i, k]``, each lane its own activations and weights (a
-      channels-last depthwise conv's channels, ``lane_intrinsic``)."""
+      broadcast (``row_intrinsic``)."""
     from tvm.script import tirx as T
 
     lanes, pair, adt, wdt = isa.lanes, isa.pair, isa.act_dtype, isa.weight_dtype
@@ -152,6 +149,8 @@ def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool
     names of the blocks moved into it. Where the target lacks the block's instruction
     (``isa.emulating``) its innermost loops are left to LLVM, untensorized."""
     annotations = sch.get(block).annotations
+    if CHANNELS_LAST_DEPTHWISE in annotations:  # no tensor intrinsic: LLVM vectorizes it
+        return schedule_channels_last_depthwise(sch, block, cores)
     plan = next(dict(annotations[k]) for k in BLOCK_PLANS if k in annotations)
     intrinsic: str | None = str(plan["intrinsic"])
     if not all(has_feature(f) for f in intrinsic_features(str(plan["intrinsic"]))):
@@ -162,8 +161,6 @@ def schedule(sch: Any, block: Any, cores: int, has_feature: Callable[[str], bool
         return schedule_rows(sch, block, cores, intrinsic)
     if CHANNELS_LAST in annotations:
         return schedule_channels_last(sch, block, cores, intrinsic)
-    if CHANNELS_LAST_DEPTHWISE in annotations:
-        return schedule_channels_last_depthwise(sch, block, cores, intrinsic)
     return schedule_packed(sch, block, cores, intrinsic)
 
 
@@ -426,43 +423,37 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     return names
 
 
-def schedule_channels_last_depthwise(sch: Any, block: Any, cores: int,
-                                     intrinsic: str | None) -> list[str]:
-    """Schedule a channels-last depthwise accumulator (``te_nhwc_depthwise``): output rows in
-    parallel, a tile of ``pixels`` outputs of a row x one vector of channels held in
-    registers while every group of four taps is one instruction (tensorized); the pad and
-    the pack one pass each before it; the requantization computed per row. Returns the names
-    of the blocks scheduled with it."""
-    register_intrinsics()
+def schedule_channels_last_depthwise(sch: Any, block: Any, cores: int) -> list[str]:
+    """Schedule a channels-last depthwise accumulator (``te_nhwc_depthwise``): output rows x
+    vectors of channels in parallel (a 7x7 plane still splits evenly over the cores), a tile
+    of ``pixels`` outputs of a row x one vector of channels held in registers while every tap
+    runs (LLVM vectorizes the widening multiply-add over the channels; an input column is
+    loaded once for the taps of the tile that read it); the requantization computed per row
+    and vector of channels; the pad one pass before, rows in parallel. Returns the names of
+    the blocks scheduled with it."""
     plan = dict(sch.get(block).annotations[CHANNELS_LAST_DEPTHWISE])
     lanes, pixels = int(plan["lanes"]), int(plan["pixels"])
-    (pack,) = sch.get_producers(block)
-    names = [sch.get(pack).name_hint]
-    n, i, j, c, ry, rg, rk = sch.get_loops(block)
+    (pad,) = sch.get_producers(block)
+    names = [sch.get(pad).name_hint]
+    n, i, j, c, ry, rx = sch.get_loops(block)
     j_out, j_in = sch.split(j, [None, pixels])
     c_out, c_in = sch.split(c, [None, lanes])
-    sch.reorder(n, i, c_out, j_out, ry, rg, j_in, c_in, rk)
-    row = sch.fuse(n, i)
+    sch.reorder(n, i, c_out, j_out, ry, rx, j_in, c_in)
+    row = sch.fuse(n, i, c_out)
     if cores > 1:
         sch.parallel(row)
     names += _move_consumers(sch, block, row, transitive=False)
+    # vectorized and unrolled before the init is split off (TVM's vectorize needs the whole
+    # reduction block)
+    sch.vectorize(c_in)
+    for loop in (j_in, rx, ry):
+        sch.unroll(loop)
     init = sch.decompose_reduction(block, ry)
-    if intrinsic is not None:
-        sch.tensorize(c_in, intrinsic)
     *_, tile_loop, lanes_loop = sch.get_loops(init)
     sch.vectorize(lanes_loop)
-    for loop in (tile_loop, j_in, rg, ry):
-        sch.unroll(loop)
-    # the pad and the pack, rows in parallel: the pad's columns split at the borders (the
-    # interior's test folds), a column's channels vectorized; the pack's channels x taps
-    (pad,) = sch.get_producers(pack)
-    names.append(sch.get(pad).name_hint)
-    n, y, j, g, ch, k = sch.get_loops(pack)
-    if cores > 1:
-        sch.parallel(sch.fuse(n, y))
-    # the four taps unrolled, the channels left to LLVM, which reads them as vectors and
-    # interleaves them (a vectorized fused loop would gather byte by byte)
-    sch.unroll(k)
+    sch.unroll(tile_loop)
+    # the pad, rows in parallel: its columns split at the borders (the interior's test
+    # folds), a column's channels vectorized
     n, y, xx, ch = sch.get_loops(pad)
     if cores > 1:
         sch.parallel(sch.fuse(n, y))

@@ -16,7 +16,7 @@ ANNOTATION = "canonqnn.dot"  # te_packed_conv, te_packed_matmul (output channels
 ROWS = "canonqnn.rows"  # te_row_conv
 DEPTHWISE = "canonqnn.depthwise"  # te_depthwise_conv
 CHANNELS_LAST = "canonqnn.channels_last"  # te_nhwc_pointwise (the layout pass, build.layout)
-CHANNELS_LAST_DEPTHWISE = "canonqnn.channels_last_depthwise"  # te_nhwc_depthwise
+CHANNELS_LAST_DEPTHWISE = "canonqnn.channels_last_depthwise"  # te_nhwc_depthwise (no intrinsic)
 BLOCK_PLANS = (ANNOTATION, ROWS, DEPTHWISE, CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE)
 # where the layout pass runs convs channels-last: the ISAs its kernels were measured faster on
 CHANNELS_LAST_ISAS = ("avx512_vnni",)
@@ -102,9 +102,9 @@ def emulating(name: str):
 
 def intrinsic_features(intrinsic: str) -> tuple[str, ...]:
     """The target features a tensor intrinsic of these ISAs (``DotISA.intrinsic``,
-    ``row_intrinsic``, ``lane_intrinsic``) needs."""
+    ``row_intrinsic``) needs."""
     return next(isa.features for isa in ISAS
-                if intrinsic in (isa.intrinsic, row_intrinsic(isa), lane_intrinsic(isa)))
+                if intrinsic in (isa.intrinsic, row_intrinsic(isa)))
 
 
 def padded_width(out_width: int, isa: DotISA | None) -> int:
@@ -141,9 +141,3 @@ def row_intrinsic(isa: DotISA) -> str:
     the sum of ``pair`` products; the weights broadcast): ``isa``'s instruction with the
     operands' roles swapped."""
     return f"canonqnn_row_{isa.lanes}x{isa.pair}_{isa.name}"
-
-
-def lane_intrinsic(isa: DotISA) -> str:
-    """The tensor intrinsic ``C[i] += A[i, k] * B[i, k]`` (each lane its own ``pair``
-    activations and weights: a channels-last depthwise conv's channels in lanes)."""
-    return f"canonqnn_lanes_{isa.lanes}x{isa.pair}_{isa.name}"

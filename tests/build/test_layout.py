@@ -92,7 +92,7 @@ def test_a_large_result_read_nchw_keeps_its_convs_nchw():
     # than channels-last gains, and then the 1x1 conv feeding it would have to transpose too
     mod = _chain(shape, [("pw", 64, {}), ("dw", 0, {})])
     assert not any(k.startswith(("canonqnn_conv2d_nhwc", "transpose")) for k in _kernels(mod))
-    with dot_isa.emulating("avx512_vnni"):
+    with dot_isa.emulating("avx512_vnni"), targets.host_target():
         assert layout.plan(mod["main"]) == {}
 
 
@@ -116,6 +116,9 @@ CHAINS = {  # name: (input shape, layers)
                                            ("pw", 16, {})]),
     "tflite_rounding": ((1, 16, 7, 7), [("pw", 32, dict(rounding="q31_double")),
                                         ("dw", 0, dict(rounding="q31_double"))]),
+    # w - w_zp up to 227: the depthwise weights are int16 (old uint8 models' asymmetric ones)
+    "depthwise_wide_weights": ((1, 16, 7, 7), [("pw", 32, {}), ("dw", 0, dict(w_zp=-100)),
+                                               ("pw", 16, {})]),
 }
 
 
@@ -148,3 +151,12 @@ def test_channels_last_kernels_record_their_real_multiply_accumulates():
     # (72 output channels: the packed weights' 80 are not counted)
     assert macs == sorted([196 * 64 * 32, 196 * 64 * 9, 196 * 64 * 64, 49 * 64 * 9,
                            49 * 72 * 64])
+
+
+def test_a_depthwise_conv_whose_weights_leave_int8_runs_channels_last_on_int16_weights():
+    shape, layers = CHAINS["depthwise_wide_weights"]
+    mod = _chain(shape, [(k, o, dict(opts)) for k, o, opts in layers])
+    with dot_isa.emulating("avx512_vnni"), targets.host_target():
+        forms = sorted((how.form, str(how.weights.dtype))
+                       for how in layout.plan(mod["main"]).values())
+    assert forms == [("depthwise", "int16"), ("pointwise", "int8"), ("pointwise", "int8")]

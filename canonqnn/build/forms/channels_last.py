@@ -1,7 +1,8 @@
 """Convs run channels-last: NHWC kernels with channels in lanes, which the layout pass
 (``build.layout``) asks for where they were measured faster than the NCHW forms
-(docs/build.md, "Layout"): a 1x1 conv at stride 1 (``te_nhwc_pointwise``) and a depthwise conv
-(``te_nhwc_depthwise``), on the pair-4 ISAs of ``isa.CHANNELS_LAST_ISAS``.
+(docs/build.md, "Layout"): a 1x1 conv at stride 1 (``te_nhwc_pointwise``, on the pair-4 ISAs
+of ``isa.CHANNELS_LAST_ISAS``) and a depthwise conv (``te_nhwc_depthwise``: a 32-bit multiply
+per tap and channel, no packed input).
 
 The accumulator is the exact one of ``ops.conv``'s plain loop nest (only the order of the
 integer additions differs), and the bias and requantization are the op's own
@@ -19,14 +20,7 @@ from ... import _tvm
 from ..._tvm import te, tirx
 from ...ops import conv
 from .. import targets
-from ..isa import (
-    CHANNELS_LAST,
-    CHANNELS_LAST_DEPTHWISE,
-    CHANNELS_LAST_ISAS,
-    DotISA,
-    isa_for,
-    lane_intrinsic,
-)
+from ..isa import CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE, CHANNELS_LAST_ISAS, DotISA, isa_for
 from . import dot
 
 CHANNELS_LAST_PLANE = 28  # the largest input plane side run channels-last (docs/build.md)
@@ -48,10 +42,10 @@ def channels_last_form(call: Any) -> ChannelsLast | None:
     the current target, or None. Where it was measured faster than the NCHW forms
     (docs/benchmarks.md, AVX512-VNNI): int8 in and out, constant weights and int32 bias, an
     input plane of at most ``CHANNELS_LAST_PLANE`` a side, and either a 1x1 conv at stride 1
-    without padding or groups (``te_nhwc_pointwise``; weights ``dot.pack_conv_weights``) or
-    a depthwise conv whose channels fill whole vectors (``te_nhwc_depthwise``; weights
-    ``dot.depthwise_weights`` laid out ``[KH, KW/4, C, 4]``), the packing exact (``w - w_zp``
-    inside int8, the corrected bias inside int32)."""
+    without padding or groups (``te_nhwc_pointwise``; weights ``dot.pack_conv_weights``, exact
+    where ``w - w_zp`` fits int8) or a depthwise conv whose channels fill whole vectors
+    (``te_nhwc_depthwise``; weights ``depthwise_lane_weights``), the corrected bias inside
+    int32."""
     a = _tvm.attrs_dict(call)
     x, w, bias, _, w_zp = call.args
     has_feature = targets.current_target_features()
@@ -72,12 +66,21 @@ def channels_last_form(call: Any) -> ChannelsLast | None:
         return None if found is None else ChannelsLast("pointwise", isa, found[0].packed,
                                                        found[1])
     if a["groups"] == c == o > 1 and c % isa.lanes == 0:
-        found = dot.with_corrected_bias(dot.depthwise_weights(weights, wzp, a["x_zp"], isa),
-                                        b)
-        return None if found is None else ChannelsLast(
-            "depthwise", isa, np.ascontiguousarray(found[0].packed.transpose(1, 2, 0, 3)),
-            found[1])
+        found = dot.with_corrected_bias(depthwise_lane_weights(weights, wzp, a["x_zp"]), b)
+        return None if found is None else ChannelsLast("depthwise", isa, found[0].packed,
+                                                       found[1])
     return None
+
+
+def depthwise_lane_weights(w: np.ndarray, w_zp: np.ndarray, x_zp: int) -> dot.PackedWeights:
+    """``w - w_zp`` of a depthwise conv's ``w`` [C, 1, KH, KW] laid out ``[KH, KW, C]`` for
+    ``te_nhwc_depthwise`` (int8 where it fits, else int16), and the bias correction
+    ``-x_zp * sum(w - w_zp)``: the kernel multiplies the stored ``x`` (its padding ``x_zp``),
+    so ``sum(x * w) - x_zp * sum(w)`` is the exact accumulator."""
+    wz = w.astype(np.int64)[:, 0] - np.asarray(w_zp, np.int64).reshape(-1, 1, 1)
+    dtype = "int8" if wz.min(initial=0) >= -128 and wz.max(initial=0) <= 127 else "int16"
+    return dot.PackedWeights(np.ascontiguousarray(wz.transpose(1, 2, 0)).astype(dtype),
+                             -x_zp * wz.sum(axis=(1, 2)))
 
 
 def legalize_channels_last(bb: Any, call: Any, x: Any, how: ChannelsLast,
@@ -97,8 +100,8 @@ def legalize_channels_last(bb: Any, call: Any, x: Any, how: ChannelsLast,
 
     def compute(x, wp, bias, mult):
         if how.form == "depthwise":
-            acc = te_nhwc_depthwise(x, wp, isa, a["x_zp"], a["strides"], a["dilation"],
-                                    a["padding"], (oh, ow), (kh, kw))
+            acc = te_nhwc_depthwise(x, wp, isa.lanes, a["x_zp"], a["strides"], a["dilation"],
+                                    a["padding"], (oh, ow))
             return te.compute((n, oh, ow, o), lambda nn, i, j, oo: output(
                 acc[nn, i, j, oo], bias, mult, oo), name="requant")
         acc = te_nhwc_pointwise(x, wp, isa, a["x_zp"], o, nchw_input)
@@ -110,7 +113,7 @@ def legalize_channels_last(bb: Any, call: Any, x: Any, how: ChannelsLast,
         return te.compute((n, oh, ow, o), lambda nn, i, j, oo: pixels[nn, i * ow + j, oo],
                           name="requant")
 
-    return bb.emit(bb.call_te(compute, x, _tvm.const(how.weights, isa.weight_dtype),
+    return bb.emit(bb.call_te(compute, x, _tvm.const(how.weights, str(how.weights.dtype)),
                               _tvm.const(np.asarray(how.bias, np.int32), "int32"),
                               _tvm.const(table, str(table.dtype)),
                               primfunc_name_hint="canonqnn_conv2d_nhwc"))
@@ -167,41 +170,37 @@ def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, out_channels: int
                                                 "macs": n * plane * out_channels * c}})
 
 
-def te_nhwc_depthwise(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
-                      out_hw: tuple[int, int], kernel: tuple[int, int]) -> Any:
+def te_nhwc_depthwise(x: Any, w: Any, lanes: int, x_zp: int, strides, dilation, padding,
+                      out_hw: tuple[int, int]) -> Any:
     """The int32 accumulator ``acc[n, i, j, c]`` (without the bias correction) of a depthwise
-    conv of an int8 NHWC ``x`` with ``dot.depthwise_weights`` of a pair-4 ISA laid out
-    ``[KH, KW/4, C, 4]``: channels in lanes, four taps of a kernel row summed in each lane by
-    one instruction (a 3x3 kernel's row: one ``vpdpbusd`` for ``lanes`` channels). The input
-    is padded as ``dot.activation`` and ``dot.activation_zero`` write it, then packed with the
-    four values output ``j`` reads for a group of taps side by side, ``xq[n, y, j, g, c, k] =
-    xpad[n, y, j*sw + (4g + k)*dw, c]`` (the NCHW form's pack, ``dot.te_depthwise_conv``, with
-    the channels innermost)."""
+    conv of an int8 NHWC ``x`` with ``depthwise_lane_weights`` ``w`` [KH, KW, C]: channels
+    in lanes, each tap one widening 32-bit multiply and add per vector of channels
+    (``vpmovsxbd``, ``vpmulld``: the arithmetic XNNPACK's x86 depthwise kernels use). The
+    input is padded with ``x_zp`` (a real zero) in one pass, and read in place: no packed
+    copy (the four-taps-per-lane ``vpdpbusd`` form it replaced wrote four bytes for every
+    input byte and was slower on every MobileNet shape, docs/build.md). The schedule holds
+    ``pixels`` outputs of a row x one vector of channels in registers while the taps run
+    (``dot_kernels.schedule_channels_last_depthwise``)."""
     n, h, wd, c = (int(d) for d in x.shape)
-    kh, groups, _, pair = (int(d) for d in w.shape)
+    kh, kw, _ = (int(d) for d in w.shape)
     (sh, sw), (dh, dw), (pt, pl, _, _) = strides, dilation, padding
     oh, ow = out_hw
     rows = (oh - 1) * sh + (kh - 1) * dh + 1
-    cols = (ow - 1) * sw + (groups * pair - 1) * dw + 1
+    cols = (ow - 1) * sw + (kw - 1) * dw + 1
 
     def pad(nn, y, xx, ch):  # TIR's if_then_else reads x only where the test holds
         inside = tirx.all(y >= pt, y < h + pt, xx >= pl, xx < wd + pl)
-        return tirx.if_then_else(inside, dot.activation(x[nn, y - pt, xx - pl, ch], x_zp, isa),
-                                 dot.activation_zero(x_zp, isa))
+        return tirx.if_then_else(inside, x[nn, y - pt, xx - pl, ch], tirx.const(x_zp, "int8"))
 
-    # padded (a channel vector at a time: the test is the same across it), then interleaved
     xpad = te.compute((n, rows, cols, c), pad, name="x_pad")
-    xq = te.compute((n, rows, ow, groups, c, pair), lambda nn, y, j, g, ch, k: xpad[
-        nn, y, j * sw + (g * pair + k) * dw, ch], name="x_pack")
     ry = te.reduce_axis((0, kh), "ry")
-    rg = te.reduce_axis((0, groups), "rg")
-    rk = te.reduce_axis((0, pair), "rk")
-    tile = max(t for t in range(1, 8) if ow % t == 0)
+    rx = te.reduce_axis((0, kw), "rx")
+    tile = max(t for t in range(1, 9) if ow % t == 0)
     return te.compute(
         (n, oh, ow, c),
-        lambda nn, i, j, ch: te.sum(xq[nn, i * sh + ry * dh, j, rg, ch, rk].astype("int32")
-                                    * w[ry, rg, ch, rk].astype("int32"), axis=[ry, rg, rk]),
+        lambda nn, i, j, ch: te.sum(xpad[nn, i * sh + ry * dh, j * sw + rx * dw, ch].astype(
+            "int32") * w[ry, rx, ch].astype("int32"), axis=[ry, rx]),
         name="acc_nhwc_depthwise",
-        attrs={CHANNELS_LAST_DEPTHWISE: {"intrinsic": lane_intrinsic(isa), "lanes": isa.lanes,
-                                         "pixels": tile, "borders": [pl, wd],
-                                         "macs": n * oh * ow * c * kernel[0] * kernel[1]}})
+        attrs={CHANNELS_LAST_DEPTHWISE: {"intrinsic": "", "lanes": lanes, "pixels": tile,
+                                         "borders": [pl, wd],
+                                         "macs": n * oh * ow * c * kh * kw}})
