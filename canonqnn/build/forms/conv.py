@@ -18,7 +18,7 @@ from ... import _tvm
 from ..._tvm import te
 from ...ops import conv
 from .. import targets
-from ..isa import depthwise_isas, isa_for, padded_width
+from ..isa import depthwise_isas, isa_for, isa_named, padded_width
 from . import dot
 
 
@@ -153,14 +153,19 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
         return None
     pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
                  and not any(a["padding"]))
-    if pointwise and dot.plane_as_row((h, wd), o, isa):
-        layout = "plane"
-    elif dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], isa):
-        layout = "rows"
-    elif groups > 1 and (o // groups) % isa.lanes:
-        return None
-    else:
-        layout = "channels"
-    found = dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], isa,
-                                   _tvm.const_value(bias), rows=layout != "channels")
-    return None if found is None else (isa, *found, layout)
+    # a pair-4 ISA takes weights whose w - w_zp fits int8; others (asymmetric uint8 weights,
+    # as old quantized MobileNets have) go to the int16-pair ISA of the same CPU
+    for candidate in dict.fromkeys((isa, isa_named(isa.pair2))):
+        if pointwise and dot.plane_as_row((h, wd), o, candidate):
+            layout = "plane"
+        elif dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], candidate):
+            layout = "rows"
+        elif groups > 1 and (o // groups) % candidate.lanes:
+            continue
+        else:
+            layout = "channels"
+        found = dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], candidate,
+                                       _tvm.const_value(bias), rows=layout != "channels")
+        if found is not None:
+            return candidate, *found, layout
+    return None

@@ -41,6 +41,9 @@ def form(bb: Any, call: Any) -> Any:
     bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
 
     constant_b = _constant_b(a, call, bzp, isa)
+    if constant_b is None and isa.pair == 4:  # b - b_zp leaves int8: int16 pairs
+        constant_b = _constant_b(a, call, bzp, isa_named(isa.pair2))
+        isa = isa if constant_b is None else isa_named(isa.pair2)
     if constant_b is not None:  # packed at build time
         weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)

@@ -335,11 +335,43 @@ def test_every_conv_form_on_every_isa(isa, case):
     _assert_exact(op, f"{isa} {case}")
 
 
-def test_pair4_weights_outside_int8_fall_back_to_the_plain_form():
-    # int8 weights minus a nonzero zero point can leave int8: vpdpbusd cannot take them
+def _intrinsics(mod) -> list[str]:
+    """The tensor intrinsics the packed plans of ``mod``'s kernels name (fused, not compiled)."""
+    return [str(plan["intrinsic"])
+            for name, func in _tvm.module_functions(builder.fuse(mod)).items() if name != "main"
+            for annotations in schedule.root_block_annotations(func)
+            for plan in annotations.values() if isinstance(plan, dict) and "intrinsic" in plan]
+
+
+def test_pair4_weights_outside_int8_take_the_int16_pairs_of_the_same_cpu():
+    # int8 weights minus a nonzero zero point can leave int8 (asymmetric uint8 weights):
+    # vpdpbusd cannot take them, the CPU's vpmaddwd can
     w = np.array([[[[-128]], [[127]]]], np.int8)
     assert dot.pack_conv_weights(w, np.array([5]), 0, dot_isa.isa_named("avx512_vnni")) is None
     assert dot.pack_conv_weights(w, np.array([5]), 0, dot_isa.isa_named("avx2")) is not None
+    rng = np.random.default_rng(0)
+    k, n = 24, 20
+    b = rng.integers(-128, 128, (k, n)).astype(np.int8)
+    b_qp = QParams.make(np.full(n, 0.01, np.float32), np.full(n, -100, np.int8), axis=0)
+    w = rng.integers(-128, 128, (16, 8, 3, 3)).astype(np.int8)
+    w_qp = QParams.make(np.full(16, 0.01, np.float32), np.full(16, 90, np.int8), axis=0)
+    with dot_isa.emulating("avx512_vnni"):
+        ops = [SingleOp(lambda a: matmul.matmul(
+                   a, _tvm.const(b, "int8"), rng.integers(-900, 900, n).astype(np.int32),
+                   QParams.make(0.05, 3), b_qp, QParams.make(0.7, 2)), {"a": (5, k)}),
+               SingleOp(lambda x: conv.conv2d(
+                   x, _tvm.const(w, "int8"), rng.integers(-900, 900, 16).astype(np.int32),
+                   QParams.make(0.05, -6), w_qp, QParams.make(0.9, 1), strides=(1, 1),
+                   padding=(1,) * 4, dilation=(1, 1), groups=1), {"x": (1, 8, 6, 16)})]
+        for op in ops:
+            (intrinsic,) = _intrinsics(op.mod)
+            assert intrinsic.endswith("_avx512bw"), intrinsic
+        # the constant b packed at build time, not again inside the kernel at every call
+        fused = builder.fuse(ops[0].mod)
+    (kernel,) = [func for name, func in _tvm.module_functions(fused).items() if name != "main"]
+    assert "b_pack" not in kernel.script()
+    for op in ops:
+        _assert_exact(op, "int16 pairs")
 
 
 @pytest.mark.parametrize("isa,shift", [("avx512_vnni", 128), ("avx_vnni", 128),
