@@ -83,12 +83,26 @@ class Built:
 def fuse(mod: Any, target: Any = None, *, channels_last: bool = True) -> Any:
     """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
     convs run channels-last where that is faster (``canonqnn.build.layout``; ``channels_last=False``
-    keeps every conv NCHW, to compare), and lookup tables count as elementwise, so they fuse
-    into the kernel that produces their input."""
-    return pipeline.fuse_kernels(mod, targets.as_target(target), (LUT_KERNEL,),
+    keeps every conv NCHW, to compare), and lookup tables and adds of operands of one shape
+    count as elementwise, so they fuse into the kernel that produces their input."""
+    return pipeline.fuse_kernels(mod, targets.as_target(target), elementwise_kernel,
                              quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod),
                              before_legalize=layout.channels_last if channels_last else None,
                              float_legalize=executorch_float.legalizations(mod))
+
+
+ADD_KERNEL = "canonqnn_add"  # the primfunc name hint of the add op's legalization
+
+
+def elementwise_kernel(name: str, func: Any) -> bool:
+    """Whether a kernel counts as elementwise for fusion: a lookup table (TVM calls its
+    gather opaque), or an add whose operands and result have one shape (TVM calls it a
+    broadcast, as it reads a batch of one at index 0, and a conv fuses only an elementwise
+    consumer: a residual add would be a kernel of its own, one more pass over the tensor)."""
+    if name.startswith(LUT_KERNEL):
+        return True
+    shapes = {tuple(int(d) for d in param.shape) for param in func.params}
+    return name.startswith(ADD_KERNEL) and len(shapes) == 1
 
 
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:

@@ -3,7 +3,7 @@ module carries into it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -44,13 +44,14 @@ def _quantize_by_reciprocal(bb: Any, call: Any) -> Any:
     return bb.call_te(compute, x, relax.const(recip), zp, primfunc_name_hint="quantize")
 
 
-def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
+def fuse_kernels(mod: Any, target: Any,
+                 elementwise_kernels: Callable[[str, Any], bool] | None = None,
                  quantize_by_reciprocal: bool = False,
                  before_legalize: Callable[[Any], Any] | None = None,
                  float_legalize: dict[str, Any] | None = None) -> Any:
     """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
-    FoldConstant, FuseOps, FuseTIR), with the PrimFuncs whose names start with one of
-    ``elementwise_kernels`` marked elementwise (op_pattern 0) before fusion;
+    FoldConstant, FuseOps, FuseTIR), with the PrimFuncs ``elementwise_kernels(name, func)``
+    names marked elementwise (op_pattern 0) before fusion;
     ``quantize_by_reciprocal``: ``relax.quantize`` multiplies by the reciprocal of its scale
     (``_quantize_by_reciprocal``); ``before_legalize(mod)``, run under the target just before
     LegalizeOps (the layout pass).
@@ -63,8 +64,8 @@ def fuse_kernels(mod: Any, target: Any, elementwise_kernels: Sequence[str] = (),
     @tvm.transform.module_pass(opt_level=0, name="canonqnn.MarkElementwiseKernels")
     def mark_elementwise(m: Any, _ctx: Any) -> Any:
         for gv, func in list(m.functions_items()):
-            if isinstance(func, tirx.PrimFunc) and gv.name_hint.startswith(
-                    tuple(elementwise_kernels)):
+            if (isinstance(func, tirx.PrimFunc) and elementwise_kernels is not None
+                    and elementwise_kernels(gv.name_hint, func)):
                 m[gv] = func.with_attr("op_pattern", 0)
         return m
 

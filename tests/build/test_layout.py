@@ -17,7 +17,7 @@ import canonqnn
 from canonqnn import _tvm, reference
 from canonqnn.build import builder, layout, report, schedule, targets
 from canonqnn.build import isa as dot_isa
-from canonqnn.ops import conv
+from canonqnn.ops import conv, elementwise
 from canonqnn.qparams import QParams
 
 
@@ -160,3 +160,43 @@ def test_a_depthwise_conv_whose_weights_leave_int8_runs_channels_last_on_int16_w
         forms = sorted((how.form, str(how.weights.dtype))
                        for how in layout.plan(mod["main"]).values())
     assert forms == [("depthwise", "int16"), ("pointwise", "int8"), ("pointwise", "int8")]
+
+
+def _residual(shape, seed=0):
+    """``main(x)``: MobileNet-V2's inverted residual block between two 1x1 convs: ``y0 =
+    pw(x)``, ``h = pw(dw(pw(y0)))``, ``out = pw(add(y0, h))``."""
+    rng = np.random.default_rng(seed)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type(shape, "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y0 = bb.emit(_conv(rng, x, 16, 1))
+            h = bb.emit(_conv(rng, y0, 48, 1))
+            h = bb.emit(_conv(rng, h, 48, 3, groups=48))
+            h = bb.emit(_conv(rng, h, 16, 1))
+            y1 = bb.emit(elementwise.binary(elementwise.ADD, y0, h, QParams.make(0.9, -7),
+                                            QParams.make(0.9, -7), QParams.make(1.3, 4)))
+            out = bb.emit_output(bb.emit(_conv(rng, y1, 24, 1)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_a_residual_add_between_channels_last_convs_runs_channels_last_in_its_conv_kernel():
+    shape = (1, 16, 7, 7)
+    mod = _residual(shape)
+    kernels = _kernels(mod)
+    # no transpose but the result's: the add reads both operands NHWC, in the kernel of the
+    # conv that makes its second operand
+    assert [k for k in kernels if k.startswith("transpose")] == ["transpose"]
+    assert any(k.startswith("fused_canonqnn_conv2d_nhwc") and k.endswith("canonqnn_add")
+               for k in kernels), kernels
+    assert not any(k.startswith("canonqnn_add") for k in kernels)
+    _assert_exact(mod, shape)
+
+
+def test_a_residual_add_of_large_planes_read_nchw_stays_nchw():
+    shape = (1, 16, 14, 14)  # the result, 14x14, is read NCHW: transposing it back costs more
+    mod = _residual(shape)
+    with dot_isa.emulating("avx512_vnni"), targets.host_target():
+        assert layout.plan(mod["main"]) == {}
+    _assert_exact(mod, shape)
