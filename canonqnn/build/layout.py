@@ -56,8 +56,8 @@ def channels_last(mod: Any) -> Any:
 def plan(func: Any) -> dict[Any, ChannelsLast | str]:
     """``{variable: how}`` of the bindings of ``func`` that run channels-last (module doc):
     the convs ``channels_last_form`` names and the residual adds (``ELEMENTWISE``: both
-    operands and the result of one 4-D shape) of the regions they make, less those that
-    would transpose a large tensor, until none would."""
+    operands and the result of one 4-D shape) that a kept conv feeds, less those that would
+    transpose a large tensor, until none would."""
     bindings, users = _tvm.call_bindings(func)
     forms: dict[Any, ChannelsLast | str] = {}
     inputs: dict[Any, list[Any]] = {}
@@ -84,7 +84,9 @@ def plan(func: Any) -> dict[Any, ChannelsLast | str]:
             leaves = any(user not in kept for user in users.get(var, []))
             enters = reads_nhwc(var) and any(
                 value not in kept and plane(value) > SMALL_PLANE for value in inputs[var])
-            if (leaves and plane(var) > SMALL_PLANE) or enters:
+            # an add gains nothing channels-last unless a channels-last conv feeds it
+            idle = forms[var] == ELEMENTWISE and not any(v in kept for v in inputs[var])
+            if (leaves and plane(var) > SMALL_PLANE) or enters or idle:
                 kept.discard(var)
                 changed = True
     return {var: forms[var] for var in kept}

@@ -200,3 +200,22 @@ def test_a_residual_add_of_large_planes_read_nchw_stays_nchw():
     with dot_isa.emulating("avx512_vnni"), targets.host_target():
         assert layout.plan(mod["main"]) == {}
     _assert_exact(mod, shape)
+
+
+def test_an_add_no_channels_last_conv_feeds_stays_nchw():
+    # ResNet's 7x7 residual adds: small operands, but 3x3 convs (NCHW) make them; channels-last
+    # they would only transpose in and out
+    rng = np.random.default_rng(0)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type((1, 16, 7, 7), "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = bb.emit(_conv(rng, x, 16, 3))
+            y = bb.emit(elementwise.binary(elementwise.ADD, x, h, QParams.make(0.9, -7),
+                                           QParams.make(0.9, -7), QParams.make(1.3, 4)))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    mod = bb.get()
+    with dot_isa.emulating("avx512_vnni"), targets.host_target():
+        assert layout.plan(mod["main"]) == {}
+    assert not any("transpose" in k for k in _kernels(mod))
