@@ -46,10 +46,11 @@ class BlockPlan:
     inner: int = 0     # trailing spatial loops moved inside the reduction (0: order unchanged)
     block: int = 1     # split factor of loop 1 (the channel loop), 1: no register block
     parallel: int = 0  # leading spatial loops fused and run in parallel (0: serial)
+    vector: int = 0    # an elementwise block's last loop vectorized in pieces of this (0: not)
 
     @property
     def is_noop(self) -> bool:
-        return self.inner == 0 and self.block == 1 and self.parallel == 0
+        return self.inner == 0 and self.block == 1 and self.parallel == 0 and self.vector == 0
 
 
 def plan_block(kinds: list[str], extents: list[int], cores: int) -> BlockPlan:
@@ -85,7 +86,12 @@ def plan_block(kinds: list[str], extents: list[int], cores: int) -> BlockPlan:
                 break
         if chunks < 2:
             parallel = 0
-    return BlockPlan(inner=inner, block=block, parallel=parallel)
+    # An elementwise block's last loop is vectorized by TVM, not left to LLVM: LLVM's loop
+    # vectorizer gives up on a requantization's llvm.arithmetic.fence (the fence that keeps a
+    # multiply and an add from contracting into an FMA), and the kernel ran one value at a
+    # time (65,536 values of a rescaling mul: 75 us, Zen 4).
+    vector = VECTOR_LANES if not reduction and extents[-1] % VECTOR_LANES == 0 else 0
+    return BlockPlan(inner=inner, block=block, parallel=parallel, vector=vector)
 
 
 def schedule_cpu(mod: Any, plan_block: Callable[[list[str], list[int], int], Any],
@@ -163,6 +169,19 @@ def _apply_block_plan(sch: Any, block: Any, plan_block: Callable, cores: int) ->
         sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])
     if plan.inner and reduction:
         sch.decompose_reduction(block, reduction[0])
+    if plan.vector and not reduction and _reads_points(sch.get(block)):
+        last = sch.get_loops(block)[-1]
+        sch.vectorize(sch.split(last, [None, plan.vector])[1])
+
+
+def _reads_points(block: Any) -> bool:
+    """Whether each value of ``block`` reads one point of each input (not a gather: a lookup
+    table's read is the whole table, and a gather vectorized lane by lane ran slower than
+    LLVM's own loop, 70 against 55 us on 131,072 values of a GELU table, Zen 4)."""
+    iters = {iv.var for iv in block.iter_vars}
+    return all(isinstance(r.extent, tirx.IntImm) and int(r.extent) == 1
+               and all(v in iters for v in tirx.analysis.undefined_vars(r.min))
+               for read in block.reads for r in read.region)
 
 
 def _root_blocks(func: Any) -> tuple[Any, list[Any]]:

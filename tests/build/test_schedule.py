@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from tvm import relax
 
 import canonqnn
 from canonqnn import _tvm
@@ -19,6 +20,8 @@ from canonqnn.build.schedule import (
 )
 from canonqnn.frontends.onnx.oracle import ort_session
 from canonqnn.io import module_io
+from canonqnn.ops import elementwise, lut
+from canonqnn.qparams import QParams
 from canonqnn.testing import onnx_models as models
 
 CONV = ["S", "S", "S", "S", "R", "R", "R"]
@@ -49,9 +52,53 @@ def test_matmul_keeps_its_output_columns_innermost():
 
 def test_elementwise_block_is_parallel_outside_its_last_loop_only_when_large():
     big = plan_block(["S", "S", "S", "S"], [1, 64, 64, 64], cores=2)
-    assert big == BlockPlan(inner=0, block=1, parallel=2)
+    assert big == BlockPlan(inner=0, block=1, parallel=2, vector=16)
     small = plan_block(["S", "S", "S", "S"], [1, 4, 8, 8], cores=2)
     assert small.is_noop and MIN_PARALLEL_WORK > 4 * 8 * 8
+
+
+def test_elementwise_last_loop_is_vectorized_by_tvm_in_whole_vectors_only():
+    assert plan_block(["S", "S"], [4, 48], cores=1) == BlockPlan(vector=16)
+    assert plan_block(["S", "S"], [4, 50], cores=1).vector == 0  # no whole vectors
+    assert plan_block(CONV, [1, 64, 32, 32, 64, 3, 3], cores=2).vector == 0
+
+
+def _scheduled_kernels(mod) -> dict[str, str]:
+    fused = canonqnn.build.fuse(mod)
+    scheduled = schedule_cpu(fused, plan_block, 2, targets.host_target())
+    return {name: func.script() for name, func in _tvm.module_functions(scheduled).items()
+            if name != "main"}
+
+
+def _elementwise_module(make) -> object:
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type((1, 4, 8, 32), "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(make(x)))
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def test_requantizing_elementwise_kernels_run_vectorized_but_table_gathers_do_not():
+    # LLVM's own loop vectorizer gives up on the requantization's llvm.arithmetic.fence: a
+    # rescaling mul ran one value at a time until TVM vectorized it
+    scale = _tvm.const(np.array([3], np.int8), "int8")
+    mul = _elementwise_module(lambda x: elementwise.binary(
+        elementwise.MUL, x, scale, QParams.make(0.1, 2), QParams.make(0.2, 0),
+        QParams.make(0.3, -1)))
+    (script,) = _scheduled_kernels(mul).values()
+    assert "llvm.arithmetic.fence" in script and "T.vectorized(T.int64(16))" in script
+    table = np.arange(-128, 128)[::-1].astype(np.int8)
+    gather = _elementwise_module(lambda x: lut.lut(
+        x, table, QParams.make(0.1, 0), QParams.make(0.1, 0), "reverse"))
+    (script,) = _scheduled_kernels(gather).values()
+    assert "T.vectorized" not in script  # a data-dependent read: LLVM's loop does better
+    for mod in (mul, gather):
+        x = np.random.default_rng(0).integers(-128, 128, (1, 4, 8, 32)).astype(np.int8)
+        (want,) = canonqnn.reference.evaluate(mod, {"x": x}).outputs.values()
+        (got,) = canonqnn.build(mod).run({"x": x}).values()
+        np.testing.assert_array_equal(got, want)
 
 
 def test_one_core_gets_no_parallel_loop():
