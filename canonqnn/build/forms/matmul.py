@@ -1,6 +1,7 @@
 """``canonqnn.matmul`` on the CPU's int8 dot-product instructions (``forms.dot``): ``b``'s
 columns in lanes, a constant ``b`` packed at build time like a 1x1 conv's weights, a run-time
-one inside the kernel as int16 pairs.
+one inside the kernel (as bytes with row and column sums for the correction on ``vpdpbusd`` and
+``sdot`` CPUs, else as int16 pairs).
 
 The accumulator is the exact one of ``ops.matmul``'s plain loop nest (only the order of the
 integer additions differs), and the bias and requantization are the op's own
@@ -47,7 +48,8 @@ def form(bb: Any, call: Any) -> Any:
     if constant_b is not None:  # packed at build time
         weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
-    else:  # packed inside the kernel, as int16 pairs (no correction needed)
+    elif isa.pair != 4 or a_shape[-1] > dot.MAX_CORRECTED_K:
+        # packed inside the kernel as int16 pairs: no correction needed
         isa = isa_named(isa.pair2)
 
     def compute(x, w, bias, mult, wzp):
@@ -58,12 +60,16 @@ def form(bb: Any, call: Any) -> Any:
             {**dot.conv_tile(isa, columns, a_shape[-2]),
              "macs": int(np.prod(shape)) * a_shape[-1]},
             b_zp=None if constant_b is not None else wzp)
+        correction = None
+        if constant_b is None and isa.pair == 4:
+            correction = _runtime_correction(x, w, wzp, isa, a["a_zp"], batch)
 
         def acc(*idx):
             flat = 0
             for i, dim in zip(idx[:-2], batch):
                 flat = flat * dim + i
-            return packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
+            value = packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
+            return value if correction is None else value - correction(flat, idx[-2], idx[-1])
 
         return matmul.te_output(shape, acc, bias, mult, kind, a, accumulator)
 
@@ -95,6 +101,33 @@ def _constant_b(a: dict[str, Any], call: Any, bzp: np.ndarray, isa: Any):
     return dot.packed_weights_for(as_conv, bzp, a["a_zp"], isa, _tvm.const_value(bias))
 
 
+def _runtime_correction(a: Any, b: Any, b_zp: Any, isa: DotISA, a_zp: int,
+                        out_batch: tuple[int, ...]) -> Any:
+    """``correction(batch, m, n)``: what a pair-4 instruction's sum over ``k`` of
+    ``(a + shift) * b`` (``b`` as stored, a run-time operand) exceeds the exact accumulator
+    ``sum((a - a_zp) * (b - b_zp))`` by: ``(shift + a_zp) * colsum(b)[n] + b_zp[n] *
+    (rowsum(a)[m] - K * a_zp)``, from the row sums of ``a`` and the column sums of ``b``
+    computed in the kernel (``M K + K N`` additions for ``M K N`` products)."""
+    *lead, m, k = (int(d) for d in a.shape)
+    *b_lead, _, n = (int(d) for d in b.shape)
+    batch = int(np.prod(out_batch)) if out_batch else 1
+    ka = te.reduce_axis((0, k), "ka")
+    kb = te.reduce_axis((0, k), "kb")
+    rows = te.compute((batch, m), lambda nb, row: te.sum(a[(*broadcast_index(
+        _unravel(nb, out_batch), tuple(lead)), row, ka)].astype("int32"), axis=ka),
+        name="a_row_sums")
+    cols = te.compute((batch, n), lambda nb, col: te.sum(b[(*broadcast_index(
+        _unravel(nb, out_batch), tuple(b_lead)), kb, col)].astype("int32"), axis=kb),
+        name="b_column_sums")
+    shift = isa.act_shift + a_zp
+
+    def correction(nb: Any, row: Any, col: Any) -> Any:
+        return (shift * cols[nb, col]
+                + b_zp[col] * (rows[nb, row] - tirx.const(k * a_zp, "int32")))
+
+    return correction
+
+
 def _unravel(flat: Any, shape: tuple[int, ...]) -> list[Any]:
     """The indices of a flat (row-major) index into ``shape``."""
     index: list[Any] = []
@@ -111,8 +144,10 @@ def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[in
     of ``dot.te_packed_conv`` (rows = batch x column blocks, tiles along m) so one schedule
     serves both. ``b`` is either a constant packed as a 1x1 conv's weights
     (``dot.pack_conv_weights``, 6-D), or a run-time int8 [..., K, N] with per-column zero
-    points ``b_zp`` (an int32 TE tensor), packed inside the kernel as int16 ``b - b_zp``
-    (``pair`` 2 only: no correction is needed, the products are exact)."""
+    points ``b_zp`` (an int32 TE tensor), packed inside the kernel: on a pair-2 ISA as int16
+    ``b - b_zp`` (the products are exact, no correction), on a pair-4 one as ``b`` itself
+    (``a`` shifted as ``dot.activation`` writes it; the caller subtracts
+    ``_runtime_correction``)."""
     *lead, m, k = (int(d) for d in a.shape)
     a_lead = tuple(lead)
     batch = int(np.prod(out_batch)) if out_batch else 1
@@ -138,6 +173,9 @@ def te_packed_matmul(a: Any, b: Any, isa: DotISA, a_zp: int, out_batch: tuple[in
         def pack_b(nb, o, g, ol, p):
             kk, col = g * pair + p, o * lanes + ol
             value = b[(*broadcast_index(_unravel(nb, out_batch), tuple(b_lead)), kk, col)]
+            if pair == 4:  # as stored, corrected after the sum (_runtime_correction)
+                return tirx.if_then_else(tirx.all(kk < k, col < n), value,
+                                         tirx.const(0, "int8"))
             real = (value.astype("int16") - b_zp[col].astype("int16")).astype("int16")
             return tirx.if_then_else(tirx.all(kk < k, col < n), real, tirx.const(0, "int16"))
 

@@ -300,6 +300,8 @@ RUNTIME_B = {
     "attention_scores": ((2, 3, 9, 16), (2, 3, 16, 9), (0,)),
     "broadcast_batch_zero_point": ((2, 5, 17), (17, 10), (7,)),
     "batch_of_one_b": ((3, 4, 8), (1, 8, 12), (-2,)),
+    # k not a multiple of 4 (padded with real zeros), a zero point per column
+    "column_zero_points_odd_k": ((2, 7, 13), (2, 13, 20), tuple(range(-10, 10))),
 }
 
 
@@ -310,6 +312,24 @@ def test_matmul_of_runtime_operands_matches_the_reference(case):
     if HOST_ISA is not None:  # it took the packed form
         assert _plans(op.mod, "matmul") == [dot_isa.ANNOTATION]
     _assert_exact(op, case)
+
+
+@pytest.mark.parametrize("isa,runs_on", [("avx512_vnni", "avx512_vnni"), ("avx_vnni", "avx_vnni"),
+                                         ("neon_dotprod", "neon_dotprod"),
+                                         ("avx2", "avx2"), ("neon", "neon")])
+def test_runtime_operands_take_the_byte_instruction_with_sums_where_the_cpu_has_it(isa,
+                                                                                   runs_on):
+    # vpdpbusd / sdot on b as stored, corrected by a's row sums and b's column sums; the
+    # int16-pair CPUs keep packing b - b_zp
+    a_shape, b_shape, b_zp = RUNTIME_B["column_zero_points_odd_k"]
+    with dot_isa.emulating(isa):
+        op = _runtime_b_op(np.random.default_rng(0), a_shape, b_shape, b_zp=b_zp)
+        (intrinsic,) = _intrinsics(op.mod)
+        fused = builder.fuse(op.mod)
+    assert intrinsic.endswith(runs_on), intrinsic
+    (kernel,) = [f.script() for name, f in _tvm.module_functions(fused).items() if name != "main"]
+    assert ("b_column_sums" in kernel) == (dot_isa.isa_named(isa).pair == 4)
+    _assert_exact(op, isa)
 
 
 @pytest.mark.parametrize("isa", OTHER_ISAS)
