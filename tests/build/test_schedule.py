@@ -101,6 +101,37 @@ def test_requantizing_elementwise_kernels_run_vectorized_but_table_gathers_do_no
         np.testing.assert_array_equal(got, want)
 
 
+def _row_sum(dtype: str):
+    from tvm import te
+
+    x = te.placeholder((4, 32, 64), dtype, name="x")
+    k = te.reduce_axis((0, 64), "k")
+    total = te.compute((4, 32), lambda i, j: te.sum(x[i, j, k], axis=k), name="row_sum")
+    return te.create_prim_func([x, total])
+
+
+def test_float_row_sums_interleave_rows_each_summed_in_order():
+    import tvm
+
+    target = targets.host_target()
+    func = _row_sum("float32")
+    scheduled = schedule_cpu(tvm.IRModule({"main": func}), plan_block, 2, target)["main"]
+    script = scheduled.script()
+    # the rows' loop inside the reduction, unrolled: eight chains of additions in flight
+    assert "T.unroll(8)" in script and script.index("for k in") < script.rindex("T.unroll(8)")
+    x = np.random.default_rng(0).standard_normal((4, 32, 64)).astype(np.float32)
+    outs = []
+    for f in (func, scheduled):
+        lib = pipeline.compile_kernel(f, target)
+        out = tvm.runtime.tensor(np.zeros((4, 32), np.float32))
+        lib["main"](tvm.runtime.tensor(x), out)
+        outs.append(out.numpy())
+    np.testing.assert_array_equal(outs[1], outs[0])  # the same additions in the same order
+    int_script = schedule_cpu(tvm.IRModule({"main": _row_sum("int32")}), plan_block, 2,
+                              target)["main"].script()
+    assert "T.unroll(8)" not in int_script  # LLVM reorders and vectorizes an integer sum
+
+
 def test_one_core_gets_no_parallel_loop():
     assert plan_block(CONV, [1, 64, 32, 32, 64, 3, 3], cores=1).parallel == 0
 
