@@ -6,18 +6,30 @@ encoder layer of 128 tokens; ``--small`` takes the test-size models of
 per-channel int8 weights):
 
   (a) canonqnn: load -> canonicalize -> ``canonqnn.build`` (untuned), timed at 1 and 2 threads
-      (``TVM_NUM_THREADS``, each in a child process that loads the exported library)
+      (``TVM_NUM_THREADS``, in a child process that loads the exported library)
   (a') the same with MetaSchedule tuning (``--tune TRIALS``; database in ``--tuning-dir``)
   (b) TVM alone (``--tvm-alone``): ``tvm.relax.frontend.onnx.from_onnx`` -> ``tvm.compile``
       (the fake-quant form, weights folded to float32 by TVM's FoldConstant)
   (c) onnxruntime's int8 kernels as users run them (default session config), 1 and 2 threads
   (d) onnxruntime configured as canonqnn reproduces it bit for bit, all cores; whether (a)'s
       output equals (d)'s is printed too
+  (e) TFLite's default interpreter (``num_threads`` 1 and 2; its XNNPACK delegate applied by
+      default) on the canonical module written as a TFLite flatbuffer: the same network, weights
+      and quantization parameters (``canonqnn.testing.tflite_from_canonical``)
+  (f) ExecuTorch's XNNPACK delegate (its threadpool reset to 1 and 2 threads) on the float
+      network as a PyTorch module with the same weights (``canonqnn.testing.torch_from_onnx``),
+      PT2E-quantized with the XNNPACK quantizer (calibrated on the inputs onnxruntime's
+      quantizer saw) and lowered with ``to_edge_transform_and_lower``
 
-printing build seconds, median latency, the ratios, and the bytes of constants each built
-module carries. Every TVM build targets this CPU (``mcpu`` from LLVM). Latency is the median of
-``--runs`` calls after warm-up, each call timed around the runtime's own entry point
-(``vm["main"]`` / ``session.run``) with inputs already in place.
+printing build seconds, median latency, the ratios (canonqnn over the fastest of (c), (e) and
+(f), named), the bytes of constants each built module carries, how far each runtime's output is
+from the float network's, and how many cores each runtime kept busy. Every TVM build targets this
+CPU (``mcpu`` from LLVM). (a), (c), (e) and (f) each run in a child process of their own, taking
+turns (``--rounds``: each round times ``runs / rounds`` calls of each runtime; a time is the
+median over the rounds of each round's median), each call timed around the runtime's own entry
+point (``vm["main"]``, ``session.run``, ``interpreter.invoke``, ``method.execute``) with the
+input in place. A peer that cannot run (its package missing, an op its form cannot express) has
+the reason in its cell.
 
 ``--kernels`` instead times each kernel of the canonical build alone, with its MAC rate for
 convs and matmuls and that rate as a fraction of the host's peak int8 rate on all the build's
@@ -28,6 +40,7 @@ weights loaded from L1 (``measured_peak_gmacs``), times the threads.
     python benchmarks/runtime.py                       # all four, untuned
     python benchmarks/runtime.py --tune 64             # adds the tuned canonical build
     python benchmarks/runtime.py --models resnet18 --small --runs 50
+    python benchmarks/runtime.py --peers tflite        # leaves ExecuTorch out
     python benchmarks/runtime.py --kernels --models mobilenet_v1   # where the time goes
 """
 
@@ -35,10 +48,10 @@ from __future__ import annotations
 
 import argparse
 import collections
+import importlib.util
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -65,6 +78,21 @@ SMALL_MODELS = {
     "transformer": models.transformer_encoder_like,
 }
 THREADS = (1, 2)
+# The peers canonqnn's build is compared with: (c) onnxruntime's default session, (e) TFLite's
+# default interpreter, (f) ExecuTorch's XNNPACK delegate.
+PEERS = {"ort": "(c) onnxruntime", "tflite": "(e) TFLite", "executorch": "(f) ExecuTorch"}
+
+
+def _sibling(name: str):
+    """``benchmarks/<name>.py``, imported by path (the scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RUNTIMES = _sibling("_runtimes")
 
 
 def median_ms(call, runs: int) -> float:
@@ -94,7 +122,7 @@ def canonical_build(quantized, tune: int, tuning_dir: str | None):
     built = canonqnn.build(mod, tune=tune, tuning_dir=tuning_dir)
     seconds = time.perf_counter() - start
     constants = pipeline.constant_bytes(canonqnn.build.fuse(mod))
-    return built, seconds, constants, report
+    return mod, built, seconds, constants, report
 
 
 def tvm_alone_build(quantized):
@@ -122,19 +150,44 @@ def bench_model(name: str, model, args) -> dict:
     x = models.random_input(1, models.input_shape(model))
     row: dict = {"model": name, "input": list(x.shape)}
 
-    built, row["build_s_canonqnn"], row["constants_canonqnn"], report = canonical_build(
+    mod, built, row["build_s_canonqnn"], row["constants_canonqnn"], report = canonical_build(
         quantized, 0, None)
     if report.float_islands:
         row["float_islands"] = [str(i) for i in report.float_islands]
-    for threads in THREADS:
-        row[f"ms_canonqnn_{threads}"] = library_ms(built, x, threads, args.runs)
+    with tempfile.TemporaryDirectory(prefix="canonqnn_bench_") as tmp:
+        specs = runtime_specs(built, quantized, x, tmp)
+        for peer, (spec, why) in peer_specs(mod, model, x, specs["canonqnn"]["input"], tmp,
+                                            args.peers).items():
+            if spec is not None:
+                specs[peer] = spec
+            row[f"{peer}_note"] = why
+        for threads in THREADS:
+            times, outputs, busy = RUNTIMES.time_runtimes(
+                specs, threads, args.runs, args.rounds, tmp if threads == THREADS[0] else None)
+            row[f"busy_cores_{threads}"] = busy
+            for runtime in specs:
+                ms = times.get(runtime)
+                if isinstance(ms, str):
+                    if runtime in ("canonqnn", "ort"):
+                        raise RuntimeError(f"{name}: {runtime} at {threads} threads: {ms}")
+                    row[f"{runtime}_note"], ms = f"failed at {threads} threads: {ms}", None
+                row[f"ms_{runtime}_{threads}"] = ms
+            for peer in PEERS:
+                row.setdefault(f"ms_{peer}_{threads}", None)
+            timed = {p: row[f"ms_{p}_{threads}"] for p in PEERS
+                     if row[f"ms_{p}_{threads}"] is not None}
+            fastest = min(timed, key=timed.__getitem__)
+            row[f"fastest_peer_{threads}"] = fastest
+            row[f"a_over_fastest_{threads}"] = row[f"ms_canonqnn_{threads}"] / timed[fastest]
+            if outputs:
+                row.update(agreement(mod, model, x, outputs))
 
     if args.tune:
         tuning_dir = os.path.join(args.tuning_dir, name)
-        tuned, row["build_s_tuned"], _, _ = canonical_build(quantized, args.tune, tuning_dir)
+        _, tuned, row["build_s_tuned"], _, _ = canonical_build(quantized, args.tune, tuning_dir)
         row["tuning"] = {"trials": args.tune, "kernels_tuned": tuned.tuning[0],
                          "kernels_reused": tuned.tuning[1], "dir": tuning_dir}
-        row["ms_tuned_2"] = library_ms(tuned, x, 2, args.runs)
+        row["ms_tuned_2"] = library_ms(tuned, x, 2, args.runs, args.rounds)
         expected = built.run({"input": x})
         got = tuned.run({"input": x})
         row["tuned_equal_untuned"] = all(np.array_equal(expected[k], got[k]) for k in expected)
@@ -144,9 +197,6 @@ def bench_model(name: str, model, args) -> dict:
         row["ms_tvm"] = median_ms(tvm_call(executable, [x]), args.runs)
 
     feed = {models.INPUT_NAME: x}
-    for threads in THREADS:
-        session = default_ort_session(quantized, threads)
-        row[f"ms_ort_{threads}"] = median_ms(lambda s=session: s.run(None, feed), args.runs)
     session, row["ort_exact_config"] = ort_session(quantized, threads=max(THREADS))
     row["ms_ort_exact_2"] = median_ms(lambda: session.run(None, feed), args.runs)
     ours = built.run(feed)
@@ -155,37 +205,65 @@ def bench_model(name: str, model, args) -> dict:
     return row
 
 
-def library_ms(built, x: np.ndarray, threads: int, runs: int) -> float:
+def runtime_specs(built, quantized, x: np.ndarray, folder: str) -> dict[str, dict]:
+    """canonqnn's exported library and onnxruntime's default session, as children load them."""
+    library, data = os.path.join(folder, "model.so"), os.path.join(folder, "input.npy")
+    onnx_path = os.path.join(folder, "quantized.onnx")
+    built.export(library)
+    np.save(data, x)
+    with open(onnx_path, "wb") as f:
+        f.write(quantized.SerializeToString())
+    return {"canonqnn": {"kind": "canonqnn", "library": library, "input": data},
+            "ort": {"kind": "ort", "model": onnx_path, "input": data}}
+
+
+def peer_specs(mod, model, x: np.ndarray, x_path: str, folder: str,
+               peers: list[str]) -> dict[str, tuple[dict | None, str | None]]:
+    """(spec, None) for each peer made, (None, why) for each not."""
+    made: dict[str, tuple[dict | None, str | None]] = {}
+    for peer in ("tflite", "executorch"):
+        if peer not in peers:
+            made[peer] = (None, "not asked for: --peers")
+        elif peer == "tflite":
+            made[peer] = RUNTIMES.tflite_spec(mod, x, folder)
+        else:
+            made[peer] = RUNTIMES.executorch_spec(model, x_path, folder)
+    return made
+
+
+def agreement(mod, model, x: np.ndarray, outputs: dict[str, np.ndarray]) -> dict:
+    """How far each runtime's output is from the float network's (max |diff| / max |float|),
+    and TFLite's from canonqnn's in steps of the output's quantization (the same network and
+    parameters, another runtime's rounding)."""
+    import onnxruntime as ort
+
+    from canonqnn.io import interface
+
+    reference = ort.InferenceSession(model.SerializeToString(), providers=[
+        "CPUExecutionProvider"]).run(None, {models.INPUT_NAME: x})[0]
+    scale = float(np.abs(reference).max())
+    found: dict = {"error_vs_float": {name: float(np.abs(out - reference).max() / scale)
+                                      for name, out in outputs.items()}}
+    if "tflite" in outputs:
+        lsb = interface(mod).outputs[0].lsb or 1.0
+        found["tflite_lsb_from_canonqnn"] = float(
+            np.abs(outputs["tflite"] - outputs["canonqnn"]).max() / lsb)
+    return found
+
+
+def library_ms(built, x: np.ndarray, threads: int, runs: int, rounds: int = 1) -> float:
     """Median ms of the exported ``built`` in a child process on ``threads`` TVM threads (TVM
     sizes its thread pool once per process, from ``TVM_NUM_THREADS``)."""
     with tempfile.TemporaryDirectory(prefix="canonqnn_bench_") as tmp:
         library, data = os.path.join(tmp, "model.so"), os.path.join(tmp, "input.npy")
         built.export(library)
         np.save(data, x)
-        env = {**os.environ, "TVM_NUM_THREADS": str(threads)}
-        out = subprocess.run([sys.executable, __file__, "--time-library", library, data,
-                              "--runs", str(runs)], env=env, check=True, capture_output=True,
-                             text=True).stdout
-    return float(out.strip().splitlines()[-1])
-
-
-def time_library(library: str, data: str, runs: int) -> float:
-    built = canonqnn.load_built(library)
-    return median_ms(tvm_call(built.module, [np.load(data)]), runs)
-
-
-def default_ort_session(quantized, threads: int):
-    """onnxruntime as users run it: ORT_ENABLE_ALL, default session config. On x86 it runs
-    int8-activation QDQ models through its u8 kernels (outputs differ from the int8 path
-    canonqnn reproduces, which ``ort_session`` configures)."""
-    import onnxruntime as ort
-
-    so = ort.SessionOptions()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    so.intra_op_num_threads = threads
-    so.log_severity_level = 3
-    return ort.InferenceSession(quantized.SerializeToString(), so,
-                                providers=["CPUExecutionProvider"])
+        spec = {"kind": "canonqnn", "library": library, "input": data}
+        times, _, _ = RUNTIMES.time_runtimes({"canonqnn": spec}, threads, runs, rounds)
+    ms = times["canonqnn"]
+    if isinstance(ms, str):
+        raise RuntimeError(f"the exported library did not run: {ms}")
+    return ms
 
 
 def measured_peak_gmacs(isa, iterations: int = 2_000_000, accumulators: int = 12) -> float:
@@ -342,6 +420,48 @@ def print_table(rows: list[dict], tuned: bool) -> None:
                   f"{r['tuned_equal_untuned']}")
         if r.get("float_islands"):
             print(f"{r['model']}: float islands {r['float_islands']}")
+    print_peers(rows)
+
+
+def print_peers(rows: list[dict]) -> None:
+    """canonqnn against each peer per network and thread count; a peer that did not run has
+    the reason in its cell (its first words, the whole of it below the table)."""
+    print("\nmedian latency, ms, against the peers: (a) canonqnn, " + ", ".join(
+        PEERS.values()) + " (default session; default interpreter, its XNNPACK delegate on the "
+          "canonical module written as TFLite; XNNPACK delegate on the PT2E form); "
+          "a/fastest: (a) over the fastest peer")
+    lines = [["model", "T", "(a)", *(label.split()[0] for label in PEERS.values()),
+              "fastest peer", "a/fastest"]]
+    reasons: list[str] = []
+    for r in rows:
+        for t in THREADS:
+            line = [r["model"], str(t), f"{r[f'ms_canonqnn_{t}']:.3f}"]
+            for peer in PEERS:
+                ms, note = r.get(f"ms_{peer}_{t}"), r.get(f"{peer}_note")
+                if ms is not None:
+                    line.append(f"{ms:.3f}")
+                    continue
+                if note not in reasons:
+                    reasons.append(note)
+                line.append(f"{note.split(':')[0]} [{reasons.index(note) + 1}]")
+            fastest = r[f"fastest_peer_{t}"]
+            line += [PEERS[fastest], f"{r[f'a_over_fastest_{t}']:.2f}"]
+            lines.append(line)
+    _print_rows(lines)
+    for k, reason in enumerate(reasons, 1):
+        print(f"[{k}] {reason}")
+    for r in rows:
+        busy = r[f"busy_cores_{THREADS[-1]}"]
+        print(f"{r['model']}: cores kept busy at {THREADS[-1]} threads (CPU time / wall time; "
+              "fewer than the threads: the machine's other work took them): " +
+              ", ".join(f"{name} {cores:.1f}" for name, cores in busy.items()))
+        errors = r.get("error_vs_float")
+        if errors:
+            text = ", ".join(f"{name} {100 * e:.2f}%" for name, e in errors.items())
+            lsb = r.get("tflite_lsb_from_canonqnn")
+            print(f"{r['model']}: output against the float network's, max |diff| / max |float|: "
+                  f"{text}" + ("" if lsb is None else
+                               f"; TFLite's within {lsb:.0f} LSB of canonqnn's"))
 
 
 def _print_rows(lines: list[list[str]]) -> None:
@@ -368,12 +488,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead, time each kernel of the canonical build alone")
     parser.add_argument("--tvm-alone", action="store_true",
                         help="also build and time the model with TVM's own ONNX importer")
-    parser.add_argument("--time-library", nargs=2, metavar=("LIBRARY", "INPUT"),
-                        help=argparse.SUPPRESS)  # the child process of library_ms
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="the runtimes take turns, each timing runs/rounds calls a round; "
+                             "a runtime's time is the median over the rounds")
+    parser.add_argument("--peers", default="tflite,executorch",
+                        help="peers timed besides onnxruntime, from tflite, executorch")
     args = parser.parse_args(argv)
-    if args.time_library:
-        print(time_library(*args.time_library, args.runs))
-        return 0
+    args.peers = [p for p in args.peers.split(",") if p]
+    if set(args.peers) - {"tflite", "executorch"}:
+        parser.error(f"unknown peer(s) {sorted(set(args.peers) - {'tflite', 'executorch'})}")
     table = SMALL_MODELS if args.small else BENCH_MODELS
     names = [n for n in args.models.split(",") if n]
     unknown = set(names) - set(table)

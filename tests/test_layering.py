@@ -91,7 +91,8 @@ MAY_IMPORT: dict[str, list[str]] = {
     **{f: [*_CORE, "frontends", "oracle", r, b] for f, r, b in zip(_FORMATS, _RUNTIMES, _BRIDGES)},
     **{b: ["base", "tvm"] for b in _BRIDGES},
     "rewrites": [*_CORE, "tables"],
-    "testing": ["base", "frontends", *_FORMATS],
+    # tvm: a canonical module is read (``tflite_from_canonical``) to be written as TFLite.
+    "testing": ["base", "tvm", "frontends", *_FORMATS],
     "user": [layer for layer in LAYERS if layer != "user"],
 }
 
@@ -129,7 +130,10 @@ THIRD_PARTY: dict[str, set[str]] = {
     # custom operators' options
     "frontends.tflite": {"tflite", "flatbuffers"},
     "frontends.torch": {"torch"},
-    "testing": {"onnx", "onnxruntime", "tflite", "flatbuffers", "ai_edge_litert"},
+    # torch, torchao, executorch: a float ONNX network as a PyTorch module, PT2E-quantized
+    # and lowered to ExecuTorch (``torch_from_onnx``, the benchmark's ExecuTorch peer).
+    "testing": {"onnx", "onnxruntime", "tflite", "flatbuffers", "ai_edge_litert", "torch",
+                "torchao", "executorch"},
     # onnx: the demo writes its model as an ONNX file, as a user would.
     "user": {"onnx"},
 }
