@@ -97,6 +97,9 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     # 192 outputs: three tiles of 4 vectors, run outermost, each core packing its pixels
     "1x1_plane_whole_tiles": ((2, 8, 16, 12), 16, 1, {}),
     "strided_dilated": ((1, 6, 19, 21), 8, 3, dict(stride=2, dilation=2, pad=2)),
+    # subsampled, then the pointwise forms at stride 1 (odd sizes: the last row and column)
+    "1x1_stride2": ((1, 24, 13, 15), 32, 1, dict(stride=2, pad=0)),
+    "1x1_stride3_batch_of_two": ((2, 8, 10, 16), 16, 1, dict(stride=3, pad=0)),
     "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
     "asymmetric_weights": ((1, 7, 8, 8), 9, 3, dict(w_zp=5, x_zp=-20)),
     "accumulator": ((1, 5, 8, 8), 6, 3, dict(out_dtype="int32")),
@@ -156,10 +159,12 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
         groups, stride = options.get("groups", 1), options.get("stride", 1)
         dilation, pad = options.get("dilation", 1), options.get("pad", k // 2)
         width = (x_shape[3] + 2 * pad - dilation * (k - 1) - 1) // stride + 1
-        pointwise = k == 1 and stride == 1 and groups == 1 and pad == 0
+        # a strided one runs at stride 1 on the pixels it reads
+        pointwise = k == 1 and groups == 1 and pad == 0
+        plane = [(d - 1) // stride + 1 for d in x_shape[2:]]
         if groups == x_shape[1] == o:
             expected = [dot_isa.DEPTHWISE]
-        elif ((pointwise and dot.plane_as_row(x_shape[2:], o, dot_isa.isa_named(isa)))
+        elif ((pointwise and dot.plane_as_row(plane, o, dot_isa.isa_named(isa)))
               or dot.rows_fit(width, dot_isa.isa_named(isa))):
             expected = [dot_isa.ROWS]
         else:
@@ -493,3 +498,15 @@ def test_short_rows_share_a_tile_so_each_broadcast_weight_serves_several_rows():
         "blocks": 8, "vectors": 1, "rows": 2}
     # long rows keep one row: the vectors along it already share each weight
     assert dot.row_tile(dot_isa.isa_named("avx512_vnni"), 128, 56, 56)["rows"] == 1
+
+
+def test_strided_pointwise_convs_run_at_stride_one_on_the_pixels_they_read():
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type((1, 24, 13, 15), "int8"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), (1, 24, 13, 15),
+                                                    32, 1, stride=2, pad=0)(x)))
+        bb.emit_func_output(out)
+    kernels = [name for name in _tvm.module_functions(builder.fuse(bb.get())) if name != "main"]
+    assert any("subsample" in k for k in kernels) == (HOST_ISA is not None), kernels
