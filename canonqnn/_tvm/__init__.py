@@ -109,6 +109,7 @@ from .types import (
                     tensor_dtypes,
                     tensor_type,
                     tensor_types,
+                    tensor_var,
                     ty,
 )
 
@@ -122,7 +123,8 @@ __all__ = [
     "conversion_memo", "converting", "identity", "remembered",
     # types, constants, calls
     "dtype_of", "inferred_type", "is_const", "is_function", "is_tensor", "is_var", "items",
-    "ndim_of", "same_type", "shape_of", "tensor_dtypes", "tensor_type", "tensor_types", "ty",
+    "ndim_of", "same_type", "shape_of", "tensor_dtypes", "tensor_type", "tensor_types",
+    "tensor_var", "ty",
     "SHARED_CONST_MAX", "const", "const_value",
     "attr", "attrs_dict", "call_of_op", "make_attrs", "make_call", "note_of", "op_name",
     "scalar_arg", "to_python", "with_note",

@@ -58,6 +58,12 @@ def items(array: Any) -> list[Any]:
     return [_ARRAY_ITEM(array, i) for i in range(_ARRAY_SIZE(array))]
 
 
+def tensor_var(name: str, shape: Sequence[int], dtype: str) -> Any:
+    """A Relax variable of a static tensor type (a function's parameter, or a probe to infer
+    a call's type with)."""
+    return relax.Var(name, tensor_type(shape, dtype))
+
+
 def tensor_type(shape: Sequence[int], dtype: str) -> Any:
     """The tensor type of static ``shape`` and ``dtype``; within ``converting``, one object
     for each (a module's JSON then holds each type once: types were most of its nodes)."""

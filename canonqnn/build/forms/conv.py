@@ -121,11 +121,19 @@ def _strided_pointwise(bb: Any, call: Any, a: dict[str, Any]) -> Any:
         return None
     n, c, h, wd = _tvm.shape_of(x)
     oh, ow = conv.out_hw(h, wd, kh, kw, a)
+    unit_attrs = {**a, "strides": (1, 1), "dilation": (1, 1)}
+
+    def at_unit_stride(value: Any) -> Any:
+        return bb.normalize(_tvm.make_call(call.op, [value, *call.args[1:]], unit_attrs))
+
+    # only where the conv at stride 1 takes a packed form (else the op's own nest, strided)
+    probe = at_unit_stride(_tvm.tensor_var("subsampled", (n, c, oh, ow), _tvm.dtype_of(x)))
+    if _packed_weights(unit_attrs, probe, _tvm.dtype_of(call.args[2]),
+                       _tvm.const_value(call.args[4])) is None:
+        return None
     sub = bb.emit_te(lambda t: te.compute((n, c, oh, ow), lambda nn, cc, i, j: t[
         nn, cc, i * sh, j * sw], name="subsample"), x, primfunc_name_hint="canonqnn_subsample")
-    unit = bb.normalize(_tvm.make_call(call.op, [sub, *call.args[1:]],
-                                       {**a, "strides": (1, 1), "dilation": (1, 1)}))
-    return form(bb, unit)
+    return form(bb, at_unit_stride(sub))
 
 
 def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
