@@ -346,6 +346,8 @@ def kernel_times(name: str, model, runs: int) -> None:
     unscheduled = canonqnn.build.fuse(mod, target)
     fused = schedule.schedule_cpu(unscheduled, schedule.plan_block, cores, target)
     peak, how = host_peak()
+    # the threads TVM's pool runs them on (TVM_NUM_THREADS, as canonqnn sets it by default)
+    threads = int(os.environ.get("TVM_NUM_THREADS") or cores)
     calls = collections.Counter(name for name, _, _ in report.kernel_calls(fused)[0])
     rng = np.random.default_rng(0)
     rows = []
@@ -361,16 +363,18 @@ def kernel_times(name: str, model, runs: int) -> None:
         count = calls[gv.name_hint]
         rows.append((seconds * 1e6 * count, seconds * 1e6, count, gv.name_hint, shapes, macs))
     total = sum(r[0] for r in rows)
+    plural = "s" if threads > 1 else ""
     print(f"\n{name}: kernels of the untuned canonical build, each timed alone "
-          f"({cores} threads), {total / 1e3:.2f} ms in total (each kernel's time x its calls); "
-          f"peak {peak:.1f} GMAC/s a thread ({how}), {peak * cores:.1f} on {cores}")
+          f"({threads} thread{plural}), {total / 1e3:.2f} ms in total (each kernel's time x "
+          f"its calls); peak {peak:.1f} GMAC/s a thread ({how}), {peak * threads:.1f} on "
+          f"{threads}")
     lines = [["kernel", "us", "calls", "share", "input -> output", "GMAC/s", "of peak"]]
     for all_calls, us, count, kernel, shapes, macs in sorted(rows, reverse=True):
         rate = macs / us / 1e3 if macs else None
         lines.append([kernel, f"{us:.1f}", str(count), f"{100 * all_calls / total:.1f}%",
                       f"{'x'.join(map(str, shapes[0]))} -> {'x'.join(map(str, shapes[-1]))}",
                       f"{rate:.1f}" if rate else "",
-                      f"{100 * rate / (peak * cores):.0f}%" if rate and peak else ""])
+                      f"{100 * rate / (peak * threads):.0f}%" if rate and peak else ""])
     _print_rows(lines)
 
 
