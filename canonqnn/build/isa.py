@@ -114,6 +114,13 @@ def padded_width(out_width: int, isa: DotISA | None) -> int:
     return out_width if isa is None else -(-out_width // isa.lanes) * isa.lanes
 
 
+def with_pair2(isa: DotISA) -> tuple[DotISA, ...]:
+    """``isa``, then the int16-pair ISA of the same CPU where that is another: the ISAs a conv
+    or matmul with constant weights tries in turn (a pair-4 one takes weights only where
+    ``w - w_zp`` fits int8; asymmetric uint8 weights reach 255)."""
+    return tuple(dict.fromkeys((isa, isa_named(isa.pair2))))
+
+
 def pair2_isa(has_feature) -> DotISA | None:
     """The int16-pair ISA for the forms that need no bias correction (depthwise convs,
     matmuls of run-time operands): the ``pair2`` of the ISA ``isa_for`` picks."""

@@ -18,7 +18,7 @@ from ... import _tvm
 from ..._tvm import te
 from ...ops import conv
 from .. import targets
-from ..isa import depthwise_isas, isa_for, isa_named, padded_width
+from ..isa import depthwise_isas, isa_for, padded_width, with_pair2
 from . import dot
 
 
@@ -183,9 +183,7 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
         return None
     pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
                  and not any(a["padding"]))
-    # a pair-4 ISA takes weights whose w - w_zp fits int8; others (asymmetric uint8 weights,
-    # as old quantized MobileNets have) go to the int16-pair ISA of the same CPU
-    for candidate in dict.fromkeys((isa, isa_named(isa.pair2))):
+    for candidate in with_pair2(isa):
         if pointwise and dot.plane_as_row((h, wd), o, candidate):
             layout = "plane"
         elif dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], candidate):

@@ -19,7 +19,7 @@ from ..._tvm import te, tirx
 from ...ops import matmul
 from ...ops.matmul import broadcast_index
 from .. import targets
-from ..isa import ANNOTATION, DotISA, isa_for, isa_named
+from ..isa import ANNOTATION, DotISA, isa_for, isa_named, with_pair2
 from . import dot
 
 
@@ -41,10 +41,11 @@ def form(bb: Any, call: Any) -> Any:
     mult = _tvm.const(table, str(table.dtype))
     bzp_const = _tvm.const(np.broadcast_to(bzp, (n,)).astype(np.int32), "int32")
 
-    constant_b = _constant_b(a, call, bzp, isa)
-    if constant_b is None and isa.pair == 4:  # b - b_zp leaves int8: int16 pairs
-        constant_b = _constant_b(a, call, bzp, isa_named(isa.pair2))
-        isa = isa if constant_b is None else isa_named(isa.pair2)
+    constant_b = None
+    for candidate in with_pair2(isa):
+        if (constant_b := _constant_b(a, call, bzp, candidate)) is not None:
+            isa = candidate
+            break
     if constant_b is not None:  # packed at build time
         weights, corrected = constant_b
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
