@@ -13,22 +13,16 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .._base import Registry
 from ._context import Unsupported, Value
 from .reader import Operator, Tensor
 
 Folder = Callable[[Operator, list[np.ndarray], list[Tensor]], list[np.ndarray]]
-FOLDERS: dict[str, Folder] = {}
+_FOLDS: Registry[Folder] = Registry()
+FOLDERS = _FOLDS.converters
+folds = _FOLDS.op  # @folds("SHAPE", ...): the folder of those operators
 # A folded tensor bigger than this stays a run-time operator (FILL of a huge shape).
 MAX_FOLDED_ELEMENTS = 1 << 24
-
-
-def folds(*kinds: str) -> Callable[[Folder], Folder]:
-    def register(fn: Folder) -> Folder:
-        for kind in kinds:
-            FOLDERS[kind] = fn
-        return fn
-
-    return register
 
 
 def foldable(op: Operator, inputs: list[Value | None]) -> bool:

@@ -26,13 +26,16 @@ from dataclasses import replace
 
 import numpy as np
 
+from .._base import Registry
 from ._context import SOURCE, Unsupported
 from ._fold import FOLDERS, slice_ranges
 from .reader import Model, Operator
 
 Shape = tuple[int, ...]
 Rule = Callable[[Operator, list[Shape | None], list[np.ndarray | None]], list[Shape] | None]
-RULES: dict[str, Rule] = {}
+_RULES: Registry[Rule] = Registry()
+RULES = _RULES.converters
+rule = _RULES.op  # @rule("ADD", ...): the shape rule of those operators
 
 SAME_SHAPE = ("QUANTIZE", "DEQUANTIZE", "NEG", "RSQRT", "SQRT", "GELU", "LOGISTIC", "TANH",
               "HARD_SWISH", "RELU", "RELU6", "RELU_N1_TO_1", "RELU_0_TO_1", "LEAKY_RELU", "ELU",
@@ -42,14 +45,6 @@ SAME_SHAPE = ("QUANTIZE", "DEQUANTIZE", "NEG", "RSQRT", "SQRT", "GELU", "LOGISTI
 BROADCAST = ("ADD", "SUB", "MUL", "DIV", "SQUARED_DIFFERENCE", "MAXIMUM", "MINIMUM", "POW",
              "FLOOR_DIV", "FLOOR_MOD", "LESS", "LESS_EQUAL", "GREATER", "GREATER_EQUAL", "EQUAL",
              "NOT_EQUAL", "LOGICAL_AND", "LOGICAL_OR", "SELECT_V2", "PRELU")
-
-
-def rule(*kinds: str) -> Callable[[Rule], Rule]:
-    def register(fn: Rule) -> Rule:
-        for kind in kinds:
-            RULES[kind] = fn
-        return fn
-    return register
 
 
 def signatures(model: Model) -> list[Shape | None]:
