@@ -3,11 +3,12 @@
 A canonical op's own legalization (``CanonicalOp.legalize``) is its meaning written as integer
 TE, the plain loop nest any target gets. Where the target has int8 dot-product instructions the
 build writes the op in a packed form instead (``forms.dot``, docs/build.md "Int8 kernels"), and
-a strided transposed conv as one conv per output phase. ``FORMS`` names each op's chooser: it
-returns the legalized call in the form it picks, or None where none applies, and ``legalize``
-then falls back to the op's own compute. Importing this package installs ``legalize`` as the
-``FLegalize`` of those ops (over the op's own, at a higher registration level), so every
-``LegalizeOps`` run under a target makes this one choice. The layout pass runs some convs
+a strided transposed conv as one conv per output phase, a max pool as row loops. ``FORMS``
+names each op's chooser: it returns the legalized call in the form it picks, or None where
+none applies, and ``legalize`` then falls back to the op's own compute. Importing this
+package installs ``legalize`` as the ``FLegalize`` of those ops (over the op's own, at a
+higher registration level), so every ``LegalizeOps`` run under a target makes this one
+choice. The layout pass runs some convs
 channels-last before that (``forms.channels_last``).
 """
 
@@ -19,7 +20,7 @@ from typing import Any
 import tvm
 
 from ...ops import _registry
-from . import conv, conv_transpose, matmul
+from . import conv, conv_transpose, matmul, pool
 
 
 def legalize(bb: Any, call: Any) -> Any:
@@ -35,6 +36,7 @@ def legalize(bb: Any, call: Any) -> Any:
 FORMS: dict[str, Callable[[Any, Any], Any]] = {
     "conv2d": conv.form,
     "matmul": matmul.form,
+    "max_pool2d": pool.form,
     # its convs (one per output phase, or its definition's one) take the build's forms
     "conv2d_transpose": lambda bb, call: conv_transpose.form(bb, call, legalize),
 }

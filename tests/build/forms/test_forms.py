@@ -66,7 +66,7 @@ def test_the_build_picks_a_packed_form_and_the_op_keeps_its_loop_nest():
 
 
 def test_without_a_target_the_build_legalizes_as_the_op_does():
-    assert set(forms.FORMS) == {"conv2d", "matmul", "conv2d_transpose"}
+    assert set(forms.FORMS) == {"conv2d", "matmul", "conv2d_transpose", "max_pool2d"}
     mod = _module(_conv, (1, 5, 9, 16))
     assert relax.transform.LegalizeOps()(mod).script() == relax.transform.LegalizeOps(
         {conv.CONV2D.relax_name: conv.CONV2D.legalize})(mod).script()
