@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +32,13 @@ def f32(value: float) -> float:
 
 @dataclass(frozen=True)
 class Tolerance:
-    """A documented bound for an op that cannot be bit-exact with onnxruntime."""
+    """A documented bound for an op that cannot be bit-exact with onnxruntime: at most
+    ``max_lsb``, and only where ``exact(model, output, values)`` (``_boundaries``) puts the
+    exact value within float32 error of a rounding boundary."""
 
     max_lsb: int
-    max_fraction: float
     source: str
+    exact: Callable[..., Any]
 
 
 @dataclass(frozen=True)

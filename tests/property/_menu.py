@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
+import _boundaries
 from _draft import (
     MAX_ELEMENTS,
     Draft,
@@ -35,8 +36,11 @@ from _draft import (
 
 TOLERANCES = {
     # docs/spec.md (conv2d_transpose): onnxruntime runs QDQ ConvTranspose in float32 (MLAS
-    # SGEMM + col2im); canonqnn accumulates exactly: 1 LSB on at most 0.008% of outputs.
-    "ConvTranspose": Tolerance(1, 0.00008, "docs/spec.md (conv2d_transpose)"),
+    # SGEMM + col2im); canonqnn accumulates exactly: 1 LSB, only where the exact value is
+    # within float32 error of a rounding boundary (checked element by element: how many
+    # elements are that close depends on the scales, docs/random-graphs.md).
+    "ConvTranspose": Tolerance(1, "docs/spec.md (conv2d_transpose)",
+                               _boundaries.conv_transpose),
     # ReduceMean left this table when canonqnn.reduce_mean started reproducing onnxruntime's
     # float32 summation order (docs/parity.md; before: 1 LSB on up to 11 of 5,120 outputs).
 }
