@@ -18,13 +18,17 @@ def host_target() -> Any:
     return tvm.target.Target({"kind": "llvm", "mcpu": str(cpu)})
 
 
+def current_llvm_target() -> Any:
+    """The LLVM target a pass is running under (``with target``), or None outside one."""
+    target = tvm.target.Target.current(allow_none=True)
+    return target if target is not None and target.kind.name == "llvm" else None
+
+
 def current_target_features() -> Callable[[str], bool] | None:
     """``has_feature(name)`` of the target a pass is running under (``with target``), or None
     outside one (a legalization then writes the target-independent form)."""
-    target = tvm.target.Target.current(allow_none=True)
-    if target is None or target.kind.name != "llvm":
-        return None
-    return target_features(target)
+    target = current_llvm_target()
+    return None if target is None else target_features(target)
 
 
 def target_features(target: Any) -> Callable[[str], bool]:

@@ -24,24 +24,30 @@ from typing import Any
 
 from ... import _tvm
 from ..._tvm import te, tirx
+from .. import targets
 
 VECTOR_BYTES = 64  # the widest vector of the x86 targets (AVX-512): longer rows in chunks
 
 
 def form(bb: Any, call: Any) -> Any:
-    """``call`` (``canonqnn.max_pool2d``) as row loops, or None where the window is dilated
-    along the row or its stride there is neither 1 nor 2."""
+    """``call`` (``canonqnn.max_pool2d``) as row loops on the current (LLVM) target, its planes
+    on as many threads as the target's cores; None outside a target, or where the window is
+    dilated along the row or its stride there is neither 1 nor 2."""
+    target = targets.current_llvm_target()
+    if target is None:
+        return None
     a = _tvm.attrs_dict(call)
     (kh, kw), (sh, sw), (dh, dw), (pt, pl, _, _) = (a["pool_size"], a["strides"],
                                                     a["dilation"], a["padding"])
     if dw != 1 or sw not in (1, 2):
         return None
     _, _, oh, ow = _tvm.shape_of(call)
+    parallel = targets.cpu_cores(target) > 1
 
     def compute(x: Any) -> Any:
         return te.extern([(int(x.shape[0]), int(x.shape[1]), oh, ow)], [x],
                          lambda ins, outs: _row_loops(ins[0], outs[0], (kh, kw), (sh, sw), dh,
-                                                      (pt, pl)),
+                                                      (pt, pl), parallel),
                          dtype="int8", name="max_pool")
 
     return bb.call_te(compute, call.args[0], primfunc_name_hint="canonqnn_max_pool2d")
@@ -57,7 +63,7 @@ def row_length(w: int, ow: int, kw: int, sw: int, pl: int) -> tuple[int, int]:
 
 
 def _row_loops(x: Any, out: Any, kernel: tuple[int, int], strides: tuple[int, int], dh: int,
-               pads: tuple[int, int]) -> Any:
+               pads: tuple[int, int], parallel: bool) -> Any:
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
@@ -67,7 +73,7 @@ def _row_loops(x: Any, out: Any, kernel: tuple[int, int], strides: tuple[int, in
     left, length = row_length(w, ow, kw, sw, pl)
     low = tirx.const(-128, "int8")
     with IRBuilder() as ib:
-        with T.parallel(0, n * c) as plane:
+        with (T.parallel if parallel else T.serial)(0, n * c) as plane:
             nn, cc = plane // c, plane % c
             row = T.alloc_local((length,), "int8")
             _chunked(T, left, lambda i: T.buffer_store(row, low, [i]))
