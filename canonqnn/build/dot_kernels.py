@@ -19,6 +19,7 @@ from .isa import (
     ANNOTATION,
     BLOCK_PLANS,
     CHANNELS_LAST,
+    CHANNELS_LAST_BIASED,
     CHANNELS_LAST_DEPTHWISE,
     DEPTHWISE,
     ISAS,
@@ -423,6 +424,13 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     (pack,) = sch.get_producers(block)
     names = [sch.get(pack).name_hint]
     (pixel_stage,) = sch.get_consumers(block)
+    biased = sch.get(pixel_stage).name_hint == CHANNELS_LAST_BIASED
+    if biased:  # the tile starts from the bias
+        accumulator = sch.get(block).writes[0].source
+        bias = [read.source for read in sch.get(pixel_stage).reads
+                if not read.source.same_as(accumulator)]
+        sch.fuse_reduction_epilogue(block, pixel_stage)
+        (pixel_stage,) = sch.get_consumers(block)
     (copy,) = sch.get_consumers(pixel_stage)
     sch.reverse_compute_inline(copy)
     n, p, ob, ol, rc, rk = sch.get_loops(block)
@@ -436,6 +444,10 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     # rectangle of the NHWC output; ops fused after the conv run once it is done)
     names += _move_consumers(sch, block, tiles, transitive=False)
     init = sch.decompose_reduction(block, rc)
+    if biased:  # the update no longer reads the bias (its start does): the intrinsic's reads
+        sch.unsafe_hide_buffer_access(block, "read", [
+            i for i, read in enumerate(sch.get(block).reads)
+            if any(read.source.same_as(b) for b in bias)])
     if intrinsic is not None:
         sch.tensorize(ol, intrinsic)
     *tile_loops, lanes_loop = sch.get_loops(init)[-3:]

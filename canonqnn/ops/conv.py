@@ -149,11 +149,12 @@ def _legalize(bb: Any, call: Any) -> Any:
 def output_value(a: dict[str, Any], kind: str, accumulator: str):
     """``value(acc, bias, mult, oo)``: a conv's output from its accumulator for output channel
     ``oo``, the biased accumulator itself (``out_dtype`` int32) or it requantized (every kernel
-    form's output stage, ``canonqnn.build.forms``)."""
+    form's output stage, ``canonqnn.build.forms``); ``bias`` None where the accumulator
+    already holds it."""
     raw = a["out_dtype"] == "int32"
 
     def value(acc, bias, mult, oo):
-        total = acc + bias[oo]
+        total = acc if bias is None else acc + bias[oo]
         return total if raw else te_requant_channel(total, kind, mult, oo, a, accumulator)
 
     return value
