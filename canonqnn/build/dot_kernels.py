@@ -16,10 +16,10 @@ from typing import Any
 import tvm
 
 from .isa import (
+    ACC_BIASED,
     ANNOTATION,
     BLOCK_PLANS,
     CHANNELS_LAST,
-    CHANNELS_LAST_BIASED,
     CHANNELS_LAST_DEPTHWISE,
     DEPTHWISE,
     ISAS,
@@ -186,6 +186,32 @@ def _move_consumers(sch: Any, block: Any, loop: Any, transitive: bool = True) ->
     return moved
 
 
+def _start_from_bias(sch: Any, block: Any) -> list[Any]:
+    """Fold the accumulator's bias stage (``forms.dot.with_bias``), where it has one, into its
+    start: the block then writes that stage's buffer, starting from the bias. Returns the bias
+    buffers (for ``_decompose``)."""
+    consumers = sch.get_consumers(block)
+    if len(consumers) != 1 or sch.get(consumers[0]).name_hint != ACC_BIASED:
+        return []
+    accumulator = sch.get(block).writes[0].source
+    bias = [read.source for read in sch.get(consumers[0]).reads
+            if not read.source.same_as(accumulator)]
+    sch.fuse_reduction_epilogue(block, consumers[0])
+    return bias
+
+
+def _decompose(sch: Any, block: Any, loop: Any, bias: list[Any]) -> Any:
+    """``decompose_reduction`` at ``loop``; the update then no longer reads the ``bias`` its
+    start reads (TVM keeps it among the update's reads, which the tensor intrinsic's
+    description does not have)."""
+    init = sch.decompose_reduction(block, loop)
+    if bias:
+        sch.unsafe_hide_buffer_access(block, "read", [
+            i for i, read in enumerate(sch.get(block).reads)
+            if any(read.source.same_as(b) for b in bias)])
+    return init
+
+
 def schedule_packed(sch: Any, block: Any, cores: int, intrinsic: str | None) -> list[str]:
     """Schedule a packed reduction block with output channels in lanes (``te_packed_conv``,
     ``te_packed_matmul``): a tile of ``width`` output pixels (matmul rows) x ``blocks``
@@ -196,6 +222,7 @@ def schedule_packed(sch: Any, block: Any, cores: int, intrinsic: str | None) -> 
     register_intrinsics()
     plan = dict(sch.get(block).annotations[ANNOTATION])
     width, blocks = int(plan["width"]), int(plan["blocks"])
+    bias = _start_from_bias(sch, block)
     n, oo, i, j, ol, ry, rx, rc, rk = sch.get_loops(block)
     oo_out, oo_in = sch.split(oo, [None, blocks])
     j_out, j_in = sch.split(j, [None, width])
@@ -204,7 +231,7 @@ def schedule_packed(sch: Any, block: Any, cores: int, intrinsic: str | None) -> 
     if cores > 1:
         sch.parallel(row)
     moved = _move_consumers(sch, block, row)
-    init = sch.decompose_reduction(block, ry)
+    init = _decompose(sch, block, ry, bias)
     if intrinsic is not None:
         sch.tensorize(ol, intrinsic)
     sch.unroll(j_in)
@@ -266,6 +293,7 @@ def schedule_depthwise(sch: Any, block: Any, cores: int, intrinsic: str | None) 
     register_intrinsics()
     plan = dict(sch.get(block).annotations[DEPTHWISE])
     lanes = int(plan["lanes"])
+    bias = _start_from_bias(sch, block)
     n, c, i, j, ry, rx, rk = sch.get_loops(block)
     vectors = int(sch.get(j).extent) // lanes
     unroll = max(u for u in (1, 2, 3, 4) if vectors % u == 0)
@@ -282,7 +310,7 @@ def schedule_depthwise(sch: Any, block: Any, cores: int, intrinsic: str | None) 
     moved += [sch.get(pack).name_hint, sch.get(pad).name_hint]
     left, width = (int(b) for b in plan["borders"])
     _partition(sch, sch.get_loops(pad)[-1], [left, width])
-    sch.decompose_reduction(block, ry)
+    _decompose(sch, block, ry, bias)
     if intrinsic is not None:
         sch.tensorize(j_in, intrinsic)
     sch.unroll(j_tile)
@@ -369,6 +397,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     blocks, vectors = int(plan["blocks"]), int(plan["vectors"])
     rows, plane = int(plan.get("rows", 1)), int(plan.get("plane", 0))
     tiles_outer = plane and int(plan["tiles_outer"])
+    bias = _start_from_bias(sch, block)
     names = _schedule_input_stages(sch, block, cores, plan)
     if plane:  # the plane's row (te_plane_conv) writes the NCHW output itself
         (row_stage,) = sch.get_consumers(block)
@@ -397,7 +426,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     # columns (fused into the kernel) run after it (computed per tile, TVM's region analysis
     # would have them read whole rows, part of them not written yet)
     names += _move_consumers(sch, block, row, transitive=not tiles_outer)
-    init = sch.decompose_reduction(block, ry)
+    init = _decompose(sch, block, ry, bias)
     if intrinsic is not None:
         sch.tensorize(j_in, intrinsic)
     # the tile's zeros written in whole vectors, unrolled: LLVM then starts the accumulators
@@ -424,13 +453,8 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     (pack,) = sch.get_producers(block)
     names = [sch.get(pack).name_hint]
     (pixel_stage,) = sch.get_consumers(block)
-    biased = sch.get(pixel_stage).name_hint == CHANNELS_LAST_BIASED
-    if biased:  # the tile starts from the bias
-        accumulator = sch.get(block).writes[0].source
-        bias = [read.source for read in sch.get(pixel_stage).reads
-                if not read.source.same_as(accumulator)]
-        sch.fuse_reduction_epilogue(block, pixel_stage)
-        (pixel_stage,) = sch.get_consumers(block)
+    bias = _start_from_bias(sch, block)
+    (pixel_stage,) = sch.get_consumers(block)
     (copy,) = sch.get_consumers(pixel_stage)
     sch.reverse_compute_inline(copy)
     n, p, ob, ol, rc, rk = sch.get_loops(block)
@@ -443,11 +467,7 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     # only the pixels' requantization runs per tile (a tile of the flattened plane is no
     # rectangle of the NHWC output; ops fused after the conv run once it is done)
     names += _move_consumers(sch, block, tiles, transitive=False)
-    init = sch.decompose_reduction(block, rc)
-    if biased:  # the update no longer reads the bias (its start does): the intrinsic's reads
-        sch.unsafe_hide_buffer_access(block, "read", [
-            i for i, read in enumerate(sch.get(block).reads)
-            if any(read.source.same_as(b) for b in bias)])
+    init = _decompose(sch, block, rc, bias)
     if intrinsic is not None:
         sch.tensorize(ol, intrinsic)
     *tile_loops, lanes_loop = sch.get_loops(init)[-3:]

@@ -16,8 +16,9 @@ ANNOTATION = "canonqnn.dot"  # te_packed_conv, te_packed_matmul (output channels
 ROWS = "canonqnn.rows"  # te_row_conv
 DEPTHWISE = "canonqnn.depthwise"  # te_depthwise_conv
 CHANNELS_LAST = "canonqnn.channels_last"  # te_nhwc_pointwise (the layout pass, build.layout)
-# its accumulator plus the bias, folded into the accumulator's start by the schedule
-CHANNELS_LAST_BIASED = "acc_nhwc_biased"
+# a packed accumulator plus its bias (forms.dot.with_bias), folded into the accumulator's
+# start by its schedule (dot_kernels)
+ACC_BIASED = "acc_biased"
 CHANNELS_LAST_DEPTHWISE = "canonqnn.channels_last_depthwise"  # te_nhwc_depthwise (no intrinsic)
 BLOCK_PLANS = (ANNOTATION, ROWS, DEPTHWISE, CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE)
 # where the layout pass runs convs channels-last: the ISAs its kernels were measured faster on

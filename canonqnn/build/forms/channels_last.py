@@ -22,7 +22,6 @@ from ...ops import conv
 from .. import targets
 from ..isa import (
     CHANNELS_LAST,
-    CHANNELS_LAST_BIASED,
     CHANNELS_LAST_DEPTHWISE,
     CHANNELS_LAST_ISAS,
     DotISA,
@@ -122,7 +121,7 @@ def legalize_channels_last(bb: Any, call: Any, x: Any, how: ChannelsLast,
 
     bias = np.asarray(how.bias, np.int32)
     if how.form == "pointwise":  # (its accumulator starts from the bias: whole vectors of it)
-        bias = np.pad(bias, (0, -len(bias) % isa.lanes))
+        bias = dot.padded_bias(bias, isa.lanes)
     return bb.emit(bb.call_te(compute, x, _tvm.const(how.weights, str(how.weights.dtype)),
                               _tvm.const(bias, "int32"),
                               _tvm.const(table, str(table.dtype)),
@@ -142,12 +141,8 @@ def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, out_channels: int
     ``xp[n, p, c // P, c % P]``; from NCHW ``L`` pixels at a time (``dot.plane_pack``).
     The schedule keeps ``PIXEL_TILE`` pixels x ``blocks`` vectors of output channels in
     registers (onnxruntime's tile on AVX512-VNNI: 6 x 4) while the reduction runs
-    (``dot_kernels.schedule_channels_last``). With ``bias`` (int32, whole vectors of channels),
-    the accumulator plus it, a stage the schedule folds into the accumulator's start
-    (``fuse_reduction_epilogue``): a tile then starts from its channels' biases, not from a
-    zero fill, which LLVM turned into a ``memset`` call per tile (MobileNet-V2: 3,600 an
-    inference), and the requantization adds no bias. (TE's own reduction ``init`` would say
-    this directly, but TVM's ``create_prim_func`` drops it and starts from zero.)"""
+    (``dot_kernels.schedule_channels_last``). With ``bias`` (int32, whole vectors of
+    channels): the accumulator plus it (``dot.with_bias``)."""
     if nchw_input:
         n, c, h, w = (int(d) for d in x.shape)
     else:
@@ -183,10 +178,7 @@ def te_nhwc_pointwise(x: Any, wp: Any, isa: DotISA, x_zp: int, out_channels: int
                                                 "pixels": PIXEL_TILE, "blocks": blocks,
                                                 "plane": plane,
                                                 "macs": n * plane * out_channels * c}})
-    if bias is None:
-        return acc
-    return te.compute(acc.shape, lambda nn, p, ob, ol: acc[nn, p, ob, ol] + bias[ob * lanes + ol],
-                      name=CHANNELS_LAST_BIASED)
+    return acc if bias is None else dot.with_bias(acc, bias, lambda nn, p, ob, ol: ob * lanes + ol)
 
 
 def te_nhwc_depthwise(x: Any, w: Any, lanes: int, x_zp: int, strides, dilation, padding,

@@ -46,6 +46,8 @@ def form(bb: Any, call: Any) -> Any:
     depthwise = found[0] if found is not None else None
     if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
         isa, weights, corrected, layout = packed
+        if layout not in ("plane", "rows"):  # channels in lanes: the bias in whole vectors
+            corrected = dot.padded_bias(corrected, isa.lanes)
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     else:
         assert found is not None and depthwise is not None  # packed is None: found is not
@@ -54,38 +56,50 @@ def form(bb: Any, call: Any) -> Any:
         if corrected is not None:
             bias = _tvm.const(corrected, "int32")
 
-    def accumulate(x, w):
-        """``acc(nn, oo, i, j)``: the accumulator without bias, in the form chosen above."""
+    def accumulate(x, w, bias):
+        """``acc(nn, oo, i, j)``: the accumulator in the form chosen above, started from the
+        bias where ``bias`` is given (``dot.with_bias``)."""
         n = int(x.shape[0])
+
+        def biased(acc, channel):
+            return acc if bias is None else dot.with_bias(acc, bias, channel)
+
         if packed is not None and layout == "plane":  # the whole plane as one row
-            acc = dot.te_plane_conv(x, w, isa, a["x_zp"], dot.row_tile(isa, o, oh * ow))
+            acc = biased(dot.te_plane_conv(x, w, isa, a["x_zp"], dot.row_tile(isa, o, oh * ow)),
+                         lambda nn, oc, i, j: oc)
             return lambda nn, oo, i, j: acc[nn, oo, 0, i * ow + j]
         if packed is not None and layout == "rows":  # output pixels in lanes: NCHW already
-            acc = dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
-                                  a["padding"], (oh, ow), dot.row_tile(isa, o, ow, oh),
-                                  a["groups"])
+            acc = biased(dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
+                                         a["padding"], (oh, ow), dot.row_tile(isa, o, ow, oh),
+                                         a["groups"]), lambda nn, oc, i, j: oc)
             return lambda nn, oo, i, j: acc[nn, oo, i, j]
         if packed is not None:  # output channels in lanes
             lanes = isa.lanes
-            acc = dot.te_packed_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
-                                     a["padding"], (oh, ow),
-                                     {**dot.conv_tile(isa, int(w.shape[0]), ow),
-                                      "macs": n * o * oh * ow * cg * kh * kw}, a["groups"])
+            acc = biased(dot.te_packed_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
+                                            a["padding"], (oh, ow),
+                                            {**dot.conv_tile(isa, int(w.shape[0]), ow),
+                                             "macs": n * o * oh * ow * cg * kh * kw},
+                                            a["groups"]),
+                         lambda nn, ob, i, j, ol: ob * lanes + ol)
             return lambda nn, oo, i, j: acc[nn, oo // lanes, i, j, oo % lanes]
         assert depthwise is not None  # neither packed form: the depthwise one
-        acc = dot.te_depthwise_conv(x, w, depthwise, a["x_zp"], a["strides"], a["dilation"],
-                                    a["padding"], (oh, ow), (kh, kw))
+        acc = biased(dot.te_depthwise_conv(x, w, depthwise, a["x_zp"], a["strides"],
+                                           a["dilation"], a["padding"], (oh, ow), (kh, kw)),
+                     lambda nn, cc, i, j: cc)
         return lambda nn, oo, i, j: acc[nn, oo, i, j]
 
+    # the accumulator starts from an int32 bias (an int64 one, TFLite 16x8's, is added after)
+    started = accumulator == "int32"
+
     def compute(x, w, bias, mult, wzp):
-        acc = accumulate(x, w)
+        acc = accumulate(x, w, bias if started else None)
         shape = (int(x.shape[0]), o, oh, ow)
         raw = a["out_dtype"] == "int32"
         name = "conv2d_acc" if raw else "requant"
         output = conv.output_value(a, kind, accumulator)
 
         def value(nn, oo, i, j):
-            return output(acc(nn, oo, i, j), bias, mult, oo)
+            return output(acc(nn, oo, i, j), None if started else bias, mult, oo)
 
         if packed is not None and layout == "plane":
             # each channel's plane as one row of exactly its pixels, then read as NCHW (the

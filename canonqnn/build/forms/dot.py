@@ -49,7 +49,16 @@ import numpy as np
 
 from ..._tvm import te, tirx
 from .. import targets
-from ..isa import ANNOTATION, DEPTHWISE, ROWS, DotISA, isa_for, padded_width, row_intrinsic
+from ..isa import (
+    ACC_BIASED,
+    ANNOTATION,
+    DEPTHWISE,
+    ROWS,
+    DotISA,
+    isa_for,
+    padded_width,
+    row_intrinsic,
+)
 
 MAX_CORRECTED_K = 65_000  # pair 4: (128 + x_zp) * sum(w) and the raw sum stay inside int32
 
@@ -138,6 +147,23 @@ def rows_fit(out_width: int, isa: DotISA) -> bool:
     enough for the row form (at most 1/8 of the lanes computed past the row's end)."""
     padded = padded_width(out_width, isa)
     return (padded - out_width) * 8 <= padded
+
+
+def with_bias(acc: Any, bias: Any, channel: Any) -> Any:
+    """``acc`` plus the int32 ``bias`` of each value's output channel (``channel(*index)``): a
+    stage the kernel's schedule folds into the accumulator's start (``fuse_reduction_epilogue``,
+    ``dot_kernels``), so a tile starts from its channels' biases instead of zeros. A zero
+    start of a tile of contiguous accumulators became a ``memset`` call per tile (LLVM's
+    store merging; MobileNet-V2's channels-last convs: 3,600 calls an inference), and the
+    requantization then adds no bias. (TE's reduction ``init`` says this directly, but TVM
+    0.27's ``create_prim_func`` drops it and starts from zero.)"""
+    return te.compute(acc.shape, lambda *i: acc(*i) + bias[channel(*i)], name=ACC_BIASED)
+
+
+def padded_bias(bias: np.ndarray, lanes: int) -> np.ndarray:
+    """An int32 bias padded with zeros to whole vectors of ``lanes`` channels (``with_bias``
+    on an accumulator with channels in lanes)."""
+    return np.pad(np.asarray(bias, np.int32), (0, -len(bias) % lanes))
 
 
 def te_row_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, strides, dilation, padding,
