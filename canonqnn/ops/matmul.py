@@ -237,11 +237,15 @@ def te_output(shape: tuple[int, ...], acc: Any, bias: Any, mult: Any, kind: str,
               a: dict[str, Any], accumulator: str) -> Any:
     """The matmul's output of shape ``shape`` from its accumulator ``acc(*index)``: the biased
     accumulator itself (``out_dtype`` int32) or it requantized by ``requant_multipliers``'
-    ``(kind, mult)`` (every kernel form's output stage, ``canonqnn.build.forms``)."""
+    ``(kind, mult)`` (every kernel form's output stage, ``canonqnn.build.forms``); ``bias``
+    None where the accumulator already holds it."""
+    def biased(*idx: Any) -> Any:
+        return acc(*idx) if bias is None else acc(*idx) + bias[idx[-1]]
+
     if a["out_dtype"] == "int32":
-        return te.compute(shape, lambda *idx: acc(*idx) + bias[idx[-1]], name="matmul_acc")
+        return te.compute(shape, biased, name="matmul_acc")
     return te.compute(shape, lambda *idx: te_requant_channel(
-        acc(*idx) + bias[idx[-1]], kind, mult, idx[-1], a, accumulator), name="requant")
+        biased(*idx), kind, mult, idx[-1], a, accumulator), name="requant")
 
 
 def matmul_constraint(a_dtype: str = "int8", out_dtype: str = "int8",

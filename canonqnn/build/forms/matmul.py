@@ -46,8 +46,12 @@ def form(bb: Any, call: Any) -> Any:
         if (constant_b := _constant_b(a, call, bzp, candidate)) is not None:
             isa = candidate
             break
+    # a constant b's accumulator starts from its int32 bias (dot.with_bias)
+    started = constant_b is not None and accumulator == "int32"
     if constant_b is not None:  # packed at build time
         weights, corrected = constant_b
+        if started:
+            corrected = dot.padded_bias(corrected, isa.lanes)
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif isa.pair != 4 or a_shape[-1] > dot.MAX_CORRECTED_K:
         # packed inside the kernel as int16 pairs: no correction needed
@@ -61,6 +65,8 @@ def form(bb: Any, call: Any) -> Any:
             {**dot.conv_tile(isa, columns, a_shape[-2]),
              "macs": int(np.prod(shape)) * a_shape[-1]},
             b_zp=None if constant_b is not None else wzp)
+        if started:
+            packed_acc = dot.with_bias(packed_acc, bias, lambda nb, o, i, j, ol: o * lanes + ol)
         correction = None
         if constant_b is None and isa.pair == 4:
             correction = _runtime_correction(x, w, wzp, isa, a["a_zp"], batch)
@@ -72,7 +78,8 @@ def form(bb: Any, call: Any) -> Any:
             value = packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
             return value if correction is None else value - correction(flat, idx[-2], idx[-1])
 
-        return matmul.te_output(shape, acc, bias, mult, kind, a, accumulator)
+        return matmul.te_output(shape, acc, None if started else bias, mult, kind, a,
+                                accumulator)
 
     return bb.call_te(compute, a_q, b_q, bias, mult, bzp_const,
                       primfunc_name_hint="canonqnn_matmul")
