@@ -62,6 +62,7 @@ from .modules import (
                     function_attr,
                     function_bindings,
                     function_params,
+                    map_nodes,
                     module_functions,
                     normalize_outputs,
                     relax_functions,
@@ -133,7 +134,7 @@ __all__ = [
     "subtract",
     # functions and modules
     "call_bindings", "callee_function", "copy_module", "function_attr", "function_bindings",
-    "function_params", "module_functions", "normalize_outputs", "relax_functions",
+    "function_params", "map_nodes", "module_functions", "normalize_outputs", "relax_functions",
     "single_call_module", "string_function", "tuple_fields", "var_name",
     "well_formed_problem", "with_function",
     # the mutator

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import tvm
+import tvm_ffi
 from tvm import relax
 
 from .calls import to_python
@@ -152,3 +153,9 @@ def well_formed_problem(mod: Any) -> str | None:
         lines = (reason if sep else text).strip().splitlines()
         return lines[0] if lines else type(exc).__name__
     return None if ok else "TVM's well-formedness check fails"
+
+
+def map_nodes(root: Any, node_type: type, replace: Any) -> Any:
+    """``root`` (an IR value: a TIR statement, ...) with every node of ``node_type`` replaced
+    by ``replace(node)``, children first; what no replacement touches is shared, not copied."""
+    return tvm_ffi.structural_map(root, [(node_type, replace)])

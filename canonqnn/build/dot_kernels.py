@@ -452,7 +452,6 @@ def schedule_channels_last(sch: Any, block: Any, cores: int, intrinsic: str | No
     lanes, pixels, blocks = int(plan["lanes"]), int(plan["pixels"]), int(plan["blocks"])
     (pack,) = sch.get_producers(block)
     names = [sch.get(pack).name_hint]
-    (pixel_stage,) = sch.get_consumers(block)
     bias = _start_from_bias(sch, block)
     (pixel_stage,) = sch.get_consumers(block)
     (copy,) = sch.get_consumers(pixel_stage)

@@ -20,13 +20,7 @@ from ... import _tvm
 from ..._tvm import te, tirx
 from ...ops import conv
 from .. import targets
-from ..isa import (
-    CHANNELS_LAST,
-    CHANNELS_LAST_DEPTHWISE,
-    CHANNELS_LAST_ISAS,
-    DotISA,
-    isa_for,
-)
+from ..isa import CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE, CHANNELS_LAST_ISAS, DotISA, isa_for
 from . import dot
 
 CHANNELS_LAST_PLANE = 28  # the largest input plane side run channels-last (docs/build.md)
