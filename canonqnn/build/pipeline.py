@@ -124,9 +124,7 @@ def stack_buffers(func: Any) -> Any:
 def _tir_pipeline() -> Any:
     """TVM's default (``s_tir``) lowering, then ``stack_buffers`` before its finalizing passes
     turn the allocations into calls."""
-    from tvm.tirx import compilation_pipeline
-
-    lower, finalize_host, finalize_device = compilation_pipeline.PIPELINE_MAP["s_tir"]()
+    lower, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("s_tir")
 
     @tvm.transform.module_pass(opt_level=0, name="canonqnn.StackBuffers")
     def lower_then_stack(m: Any, _ctx: Any) -> Any:
