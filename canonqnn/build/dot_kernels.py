@@ -360,6 +360,16 @@ def _schedule_input_stages(sch: Any, block: Any, cores: int, plan: dict) -> list
     off."""
     (pack,) = sch.get_producers(block)
     names = [sch.get(pack).name_hint]  # before a partition replaces the block
+    if int(plan.get("flat", 0)):  # te_flat_conv: the padded plane's rows, borders split off
+        n, groups, flat, _ = sch.get_loops(pack)
+        if cores > 1:
+            sch.parallel(sch.fuse(n, groups))
+        rows, columns = sch.split(flat, [None, int(plan["flat"])])
+        left, width = (int(b) for b in plan["borders"])
+        top, height = (int(b) for b in plan["rows_inside"])
+        _partition(sch, columns, [left, width])
+        _partition(sch, rows, [top, height])
+        return names
     if int(plan.get("plane", 0)):
         n, vectors, groups, _, _ = sch.get_loops(pack)
         if int(plan["tiles_outer"]):  # each core packs the pixels its tiles read
@@ -399,7 +409,7 @@ def schedule_rows(sch: Any, block: Any, cores: int, intrinsic: str | None) -> li
     tiles_outer = plane and int(plan["tiles_outer"])
     bias = _start_from_bias(sch, block)
     names = _schedule_input_stages(sch, block, cores, plan)
-    if plane:  # the plane's row (te_plane_conv) writes the NCHW output itself
+    if plane and not int(plan.get("flat", 0)):  # te_plane_conv's row writes the NCHW output
         (row_stage,) = sch.get_consumers(block)
         (copy,) = sch.get_consumers(row_stage)
         sch.reverse_compute_inline(copy)

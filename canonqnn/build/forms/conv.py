@@ -44,10 +44,17 @@ def form(bb: Any, call: Any) -> Any:
     mult = _tvm.const(table, str(table.dtype))
     wzp_const = _tvm.const(np.broadcast_to(wzp, (o,)).astype(np.int32), "int32")
     depthwise = found[0] if found is not None else None
+    layout, flat, flat_width, flat_length = None, {}, 0, 0
     if packed is not None:  # the weights (and the bias correction of vpdpbusd) at build time
         isa, weights, corrected, layout = packed
-        if layout not in ("plane", "rows"):  # channels in lanes: the bias in whole vectors
+        if layout == "channels":  # channels in lanes: the bias in whole vectors
             corrected = dot.padded_bias(corrected, isa.lanes)
+        if layout == "flat":
+            tile = dot.flat_tile((h, wd), (kh, kw), a["padding"], o, isa)
+            assert tile is not None  # _packed_weights chose the layout by it
+            flat = tile
+            flat_width = wd + a["padding"][1] + a["padding"][3]
+            flat_length = dot.flat_length(oh, flat_width, flat, isa)
         bias, w = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     else:
         assert found is not None and depthwise is not None  # packed is None: found is not
@@ -68,6 +75,10 @@ def form(bb: Any, call: Any) -> Any:
             acc = biased(dot.te_plane_conv(x, w, isa, a["x_zp"], dot.row_tile(isa, o, oh * ow)),
                          lambda nn, oc, i, j: oc)
             return lambda nn, oo, i, j: acc[nn, oo, 0, i * ow + j]
+        if packed is not None and layout == "flat":  # the padded plane flattened
+            acc = biased(dot.te_flat_conv(x, w, isa, a["x_zp"], a["padding"], (oh, ow),
+                                          flat), lambda nn, oc, i, p: oc)
+            return lambda nn, oo, i, j: acc[nn, oo, 0, i * flat_width + j]
         if packed is not None and layout == "rows":  # output pixels in lanes: NCHW already
             acc = biased(dot.te_row_conv(x, w, isa, a["x_zp"], a["strides"], a["dilation"],
                                          a["padding"], (oh, ow), dot.row_tile(isa, o, ow, oh),
@@ -101,6 +112,13 @@ def form(bb: Any, call: Any) -> Any:
         def value(nn, oo, i, j):
             return output(acc(nn, oo, i, j), None if started else bias, mult, oo)
 
+        if layout == "flat":
+            # the flattened padded plane requantized whole (per tile: its pixels are no
+            # rectangle of the output), then its outputs copied out, a row's last kw - 1 left
+            row = te.compute((shape[0], o, 1, flat_length),
+                             lambda nn, oo, i, p: value(nn, oo, 0, p), name=f"{name}_rows")
+            return te.compute(shape, lambda nn, oo, i, j: row[nn, oo, 0, i * flat_width + j],
+                              name=name)
         if packed is not None and layout == "plane":
             # each channel's plane as one row of exactly its pixels, then read as NCHW (the
             # schedule inlines the read: the row is written straight into the output). One
@@ -112,7 +130,7 @@ def form(bb: Any, call: Any) -> Any:
                               name=name)
         padded = padded_width(ow, isa if packed is not None and layout == "rows"
                                       else depthwise)
-        if raw or padded == ow:
+        if raw or padded == ow or layout == "flat":
             return te.compute(shape, value, name=name)
         # requantized on whole vectors of the padded row, then the row's outputs copied out:
         # a row's tail read from the vector accumulator in pieces stalls on store forwarding
@@ -180,7 +198,9 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
     instructions (``forms.dot``): an int8 conv with constant weights and bias and an int32
     accumulator, not depthwise (``_depthwise_weights``'); else None (the plain loop nest).
     ``layout``: ``"plane"``, output pixels in lanes with the whole plane as one row
-    (``te_plane_conv``), for the pointwise convs ``dot.plane_as_row`` names; ``"rows"``,
+    (``te_plane_conv``), for the pointwise convs ``dot.plane_as_row`` names; ``"flat"``, the
+    same with the padded plane flattened (``te_flat_conv``), for the stride-1 convs
+    ``dot.flat_tile`` names; ``"rows"``,
     output pixels in lanes (``te_row_conv``), where the output row fills the vectors; else
     ``"channels"``, output channels in lanes (``te_packed_conv``), where each group's output
     channels fill whole vectors."""
@@ -197,9 +217,12 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
         return None
     pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
                  and not any(a["padding"]))
+    unit = (groups == 1 and tuple(a["strides"]) == (1, 1) and tuple(a["dilation"]) == (1, 1))
     for candidate in with_pair2(isa):
         if pointwise and dot.plane_as_row((h, wd), o, candidate):
             layout = "plane"
+        elif unit and dot.flat_tile((h, wd), (kh, kw), a["padding"], o, candidate):
+            layout = "flat"
         elif dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], candidate):
             layout = "rows"
         elif groups > 1 and (o // groups) % candidate.lanes:

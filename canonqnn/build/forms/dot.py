@@ -12,6 +12,8 @@ that block (``build.dot_kernels``). The forms:
   the weights broadcast; input and output NCHW.
 - ``te_plane_conv``: a pointwise conv's whole plane as one such row (no lane idle at a
   row's end).
+- ``te_flat_conv``: a stride-1 conv's padded plane flattened into one such row (its taps
+  offsets into it).
 - ``te_packed_conv``: output channels in lanes, the activation broadcast (rows too short to
   fill a vector).
 - ``te_depthwise_conv``: output pixels in lanes, pairs of kernel rows per instruction.
@@ -279,6 +281,82 @@ def te_plane_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, tile: dict[str, int])
                                                           == 0),
                                        "macs": n * o * plane * c,
                                        "rows_outer": rows_outer(tile, o, 1, 1, padded)}})
+
+
+def flat_tile(in_hw: tuple[int, int], kernel: tuple[int, int], padding, out_channels: int,
+              isa: DotISA) -> dict[str, int] | None:
+    """The tile of ``te_flat_conv`` for a conv at stride 1 (no dilation, one group) of an
+    ``in_hw`` plane with a ``kernel`` of more than one tap, where that form leaves fewer lanes
+    idle than the rows (``te_row_conv``) by at least 2 % of them, else None. Its outputs are
+    the padded plane's pixels flattened (a row's ``kw - 1`` last ones computed and dropped), in
+    whole tiles: a 56x56 3x3 conv uses 96 % of the lanes (rows of 56 in four 16-lane vectors,
+    87.5 %). Of ``row_tile``'s tiles of up to 4 and of 2 vectors, the one with the fewest idle
+    lanes (the wider on a tie)."""
+    (h, w), (kh, kw) = in_hw, kernel
+    pt, pl, pb, pr = padding
+    if kh * kw == 1:
+        return None
+    wp, oh = w + pl + pr, h + pt + pb - kh + 1
+    ow = wp - kw + 1
+    best, best_used = None, 0.0
+    for vectors in (4, 2):
+        tile = row_tile(isa, out_channels, vectors * isa.lanes)
+        used = oh * ow / flat_length(oh, wp, tile, isa)
+        if used > best_used:
+            best, best_used = tile, used
+    return best if rows_fit(ow, isa) and best_used >= ow / padded_width(ow, isa) + 0.02 \
+        else None
+
+
+def flat_length(out_height: int, padded_width: int, tile: dict[str, int], isa: DotISA) -> int:
+    """The outputs ``te_flat_conv`` computes: the padded plane's ``out_height`` rows flattened,
+    in whole tiles."""
+    step = tile["vectors"] * isa.lanes
+    return -(-(out_height * padded_width) // step) * step
+
+
+def te_flat_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, padding, out_hw: tuple[int, int],
+                 tile: dict[str, int]) -> Any:
+    """The int32 accumulator ``acc[n, o, 0, p]`` of a conv at stride 1 (``flat_tile``) of an
+    int8 NCHW ``x`` and ``pack_row_weights`` ``wr``, output pixels in lanes over the padded
+    plane flattened: output ``(i, j)`` is ``p = i * Wp + j`` (``Wp`` the padded width), and
+    tap ``(ry, rx)`` of every output reads the input at ``p + ry * Wp + rx``. So the whole plane
+    is one row (``te_plane_conv`` with taps) and no lane idles at a row's end; the
+    ``kw - 1`` outputs past a row's end (``j >= OW``) are computed and never read. The input
+    is packed with its padding, channel groups outermost, ``xp[n, c // P, y * Wp + x,
+    c % P] = xpad[n, c, y, x]`` (as ``activation`` and ``activation_zero`` write it, and the
+    real zero past the plane's end), so the ``L x P`` values of an instruction are contiguous
+    at any offset. The schedule runs it as the plane form, its tiles outermost
+    (``dot_kernels.schedule_rows``)."""
+    n, c, h, wd = (int(d) for d in x.shape)
+    o, kh, kw, cgb, pair = (int(d) for d in wr.shape)
+    pt, pl, _, pr = padding
+    oh, ow = out_hw
+    wp = wd + pl + pr
+    length = flat_length(oh, wp, tile, isa)
+    rows = -(-(length + (kh - 1) * wp + kw - 1) // wp)  # whole padded rows every tap reads
+
+    def pack(nn, g, q, k):  # TIR's if_then_else reads x only where the test holds
+        y, col, ch = q // wp - pt, q % wp - pl, g * pair + k
+        inside = tirx.all(ch < c, y >= 0, y < h, col >= 0, col < wd)
+        return tirx.if_then_else(inside, activation(x[nn, ch, y, col], x_zp, isa),
+                                 activation_zero(x_zp, isa))
+
+    xp = te.compute((n, cgb, rows * wp, pair), pack, name="x_pack")
+    ry = te.reduce_axis((0, kh), "ry")
+    rx = te.reduce_axis((0, kw), "rx")
+    rc = te.reduce_axis((0, cgb), "rc")
+    rk = te.reduce_axis((0, pair), "rk")
+    return te.compute(
+        (n, o, 1, length),
+        lambda nn, oc, i, p: te.sum(
+            xp[nn, rc, p + ry * wp + rx, rk].astype("int32")
+            * wr[oc, ry, rx, rc, rk].astype("int32"), axis=[ry, rx, rc, rk]),
+        name="acc_rows", attrs={ROWS: {"intrinsic": row_intrinsic(isa), "lanes": isa.lanes,
+                                       "borders": [pl, wd], "rows_inside": [pt, h],
+                                       "plane": 1, "flat": wp, **tile,
+                                       "tiles_outer": 0, "rows_outer": 0,
+                                       "macs": n * o * oh * ow * c * kh * kw}})
 
 
 def rows_outer(tile: dict[str, int], out_channels: int, out_height: int, taps: int,

@@ -22,7 +22,7 @@ from canonqnn import _tvm
 from canonqnn.build import builder, schedule
 from canonqnn.build import isa as dot_isa
 from canonqnn.build.forms import dot
-from canonqnn.ops import conv, conv_transpose, lut, matmul, reference
+from canonqnn.ops import conv, conv_transpose, elementwise, lut, matmul, reference
 from canonqnn.qparams import QParams
 
 HOST_ISA = dot.host_isa()
@@ -48,7 +48,8 @@ def _conv_call(rng, x_shape, o, k, *, stride=1, dilation=1, pad=None, groups=1, 
     out_qp = QParams.make(1.0, 0, dtype="int32") if raw else QParams.make(0.9, -7)
     return lambda x: conv.conv2d(
         x, _tvm.const(w, "int8"), bias, QParams.make(1.0 if raw else 0.05, x_zp), w_qp, out_qp,
-        strides=(stride, stride), padding=(pad,) * 4, dilation=(dilation, dilation),
+        strides=(stride, stride), padding=(pad,) * 4 if isinstance(pad, int) else pad,
+        dilation=(dilation, dilation),
         groups=groups)
 
 
@@ -87,6 +88,11 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "3x3_rows": ((1, 5, 9, 16), 12, 3, {}),
     # rows of several vectors at stride 1: the padding is written by the pack itself
     "3x3_wide_rows": ((1, 6, 5, 30), 8, 3, {}),
+    # the padded plane flattened (rows of 28 in 30, not 32): channels past the last padded
+    "3x3_flat": ((1, 6, 16, 28), 16, 3, dict(x_zp=-9)),
+    "3x3_flat_accumulator_batch_of_two": ((2, 8, 16, 28), 16, 3, dict(out_dtype="int32")),
+    # rows of 56 in 60 (padding top, left, bottom, right), 17 of them in whole tiles
+    "5x5_flat_asymmetric_padding": ((1, 4, 17, 57), 8, 5, dict(pad=(2, 2, 2, 1), w_zp=3)),
     "3x3_channel_lanes": ((1, 16, 7, 7), 20, 3, {}),
     "short_rows_odd_channels": ((1, 8, 5, 5), 20, 3, {}),
     "1x1": ((1, 24, 8, 8), 16, 1, {}),
@@ -158,9 +164,10 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
     for case, (x_shape, o, k, options) in CONVS.items():
         groups, stride = options.get("groups", 1), options.get("stride", 1)
         dilation, pad = options.get("dilation", 1), options.get("pad", k // 2)
-        width = (x_shape[3] + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+        pads = (pad,) * 4 if isinstance(pad, int) else pad
+        width = (x_shape[3] + pads[1] + pads[3] - dilation * (k - 1) - 1) // stride + 1
         # a strided one runs at stride 1 on the pixels it reads
-        pointwise = k == 1 and groups == 1 and pad == 0
+        pointwise = k == 1 and groups == 1 and not any(pads)
         plane = [(d - 1) // stride + 1 for d in x_shape[2:]]
         if groups == x_shape[1] == o:
             expected = [dot_isa.DEPTHWISE]
@@ -209,6 +216,58 @@ def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes(
     assert not dot.plane_as_row((3, 3), 256, vnni)  # 7 of 16 idle
     assert not dot.plane_as_row((112, 112), 64, vnni)
     assert not dot.plane_as_row((14, 14), 512, vnni)
+
+
+def test_stride_1_convs_run_the_padded_plane_flattened_where_rows_would_idle_lanes():
+    def flat(case, isa):
+        x_shape, o, k, options = CONVS[case]
+        with dot_isa.emulating(isa):
+            fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k,
+                                          **options).mod)
+        return [int(annotations[dot_isa.ROWS].get("flat", 0))
+                for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
+                for annotations in schedule.root_block_annotations(func)
+                if dot_isa.ROWS in annotations]
+
+    assert flat("3x3_flat", "avx512_vnni") == [30]
+    assert flat("5x5_flat_asymmetric_padding", "avx512_vnni") == [60]
+    assert flat("3x3_rows", "avx512_vnni") == [0]  # rows of 16: whole vectors
+    vnni, avx2 = dot_isa.isa_named("avx512_vnni"), dot_isa.isa_named("avx2")
+    # ResNet-18's 56x56 and 28x28 convs (96 and 91 % of the lanes, rows 87.5 %); not its
+    # 14x14 ones (rows of 14 in 16 either way) nor its 7x7 ones (channels in lanes), nor
+    # 56-wide rows on 8 lanes (whole vectors), nor strided or pointwise convs
+    assert dot.flat_tile((56, 56), (3, 3), (1, 1, 1, 1), 64, vnni) is not None
+    assert dot.flat_tile((28, 28), (3, 3), (1, 1, 1, 1), 128, vnni) is not None
+    assert dot.flat_tile((14, 14), (3, 3), (1, 1, 1, 1), 256, vnni) is None
+    assert dot.flat_tile((7, 7), (3, 3), (1, 1, 1, 1), 512, vnni) is None
+    assert dot.flat_tile((56, 56), (3, 3), (1, 1, 1, 1), 64, avx2) is None
+    assert dot.flat_tile((56, 56), (1, 1), (0, 0, 0, 0), 64, vnni) is None
+    assert flat("3x3_wide_rows", "avx512_vnni") == [0]  # 5 rows of 30 in 32: no fewer idle
+
+
+def test_flat_plane_conv_leaves_its_fused_consumers_whole_outputs_to_read():
+    # the flattened plane's tiles run outermost and hold no rectangle of the output: a
+    # residual add fused into the conv's kernel reads the outputs it copies out
+    rng = np.random.default_rng(4)
+    shape = (1, 8, 16, 28)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type(shape, "int8"))
+    with dot_isa.emulating("avx512_vnni"), bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(_conv_call(rng, shape, 8, 3)(x))
+            out = bb.emit_output(bb.emit(elementwise.binary(
+                elementwise.ADD, y, x, QParams.make(0.9, -7), QParams.make(0.05, 3),
+                QParams.make(0.5, 1))))
+        bb.emit_func_output(out)
+        mod = bb.get()
+        kernels = [name for name in _tvm.module_functions(builder.fuse(mod))
+                   if "conv2d" in name]
+        built = canonqnn.build(mod)
+    assert kernels and all("add" in name for name in kernels)  # one kernel, the add fused
+    feeds = {"x": rng.integers(-128, 128, shape).astype(np.int8)}
+    (expected,) = reference.evaluate(mod, feeds).outputs.values()
+    (got,) = built.run(feeds).values()
+    np.testing.assert_array_equal(got, expected)
 
 
 def test_plane_tiles_leave_the_kernels_fused_consumers_whole_outputs_to_read():
