@@ -19,7 +19,7 @@ from ..._tvm import te
 from ...ops import conv
 from .. import targets
 from ..isa import depthwise_isas, isa_for, padded_width, with_pair2
-from . import dot
+from . import dot, unfold
 
 
 def form(bb: Any, call: Any) -> Any:
@@ -30,6 +30,8 @@ def form(bb: Any, call: Any) -> Any:
     x, w, bias, w_scale, w_zp = call.args
     if (subsampled := _strided_pointwise(bb, call, a)) is not None:
         return subsampled
+    if (unfolded := _unfolded_columns(bb, call, a)) is not None:
+        return unfolded
     o = _tvm.shape_of(w)[0]
     accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
     wzp = _tvm.const_value(w_zp)
@@ -166,6 +168,53 @@ def _strided_pointwise(bb: Any, call: Any, a: dict[str, Any]) -> Any:
     sub = bb.emit_te(lambda t: te.compute((n, c, oh, ow), lambda nn, cc, i, j: t[
         nn, cc, i * sh, j * sw], name="subsample"), x, primfunc_name_hint="canonqnn_subsample")
     return form(bb, at_unit_stride(sub))
+
+
+OPAQUE = 8  # TVM's OpPatternKind kOpaque: FuseOps fuses nothing into or out of the kernel
+
+
+def _unfolded_columns(bb: Any, call: Any, a: dict[str, Any]) -> Any:
+    """A conv of a few input channels and a wide kernel (ResNet's stem: 3 channels, 7x7) as a
+    conv of one kernel column (``kh x 1``, stride ``(sh, 1)``) of its input unfolded along
+    the columns (``unfold.te_unfold_columns``, strides 1 and 2 along the row, no dilation
+    there), or None. Every output is the same sum of the same products. The
+    dot-product forms pad the channels of each tap to whole pairs (3 to 4: a quarter of the
+    lanes idle at every tap of the stem); unfolded, a row's ``C * kw`` values are padded once
+    (21 to 24), so the stem's reduction takes 42 instructions a tile instead of 49. Taken for
+    at most 4 input channels, where that pads at least a tenth fewer values and the unfolded
+    conv takes a packed form."""
+    x, w = call.args[:2]
+    o, _, kh, kw = _tvm.shape_of(w)
+    n, c, h, wd = _tvm.shape_of(x)
+    has_feature = targets.current_target_features()
+    isa = isa_for(has_feature) if has_feature is not None else None
+    (sh, sw), (dh, dw), (pt, pl, pb, _) = a["strides"], a["dilation"], a["padding"]
+    if (isa is None or targets.current_llvm_target() is None or a["groups"] != 1 or kw == 1
+            or sw not in (1, 2) or dw != 1 or _tvm.dtype_of(x) != "int8"
+            or not _tvm.is_const(w)):
+        return None
+    # (at most 4 channels: an image's first layer; with more, the unfolded copy grows with
+    # them and the padding saved does not)
+    pair = isa.pair
+    padded, unfolded = kw * -(-c // pair) * pair, -(-(c * kw) // pair) * pair
+    if c > 4 or unfolded * 10 > padded * 9:
+        return None
+    oh, ow = conv.out_hw(h, wd, kh, kw, a)
+    weights = _tvm.const_value(w).transpose(0, 1, 3, 2).reshape(o, c * kw, kh, 1)
+    column_attrs = {**a, "strides": (sh, 1), "dilation": (dh, 1), "padding": (pt, 0, pb, 0)}
+    unfolded_x = _tvm.tensor_var("unfolded", (n, c * kw, h, ow), "int8")
+    args = [_tvm.const(np.ascontiguousarray(weights), "int8"), *call.args[2:]]
+    probe = bb.normalize(_tvm.make_call(call.op, [unfolded_x, *args], column_attrs))
+    if _packed_weights(column_attrs, probe, _tvm.dtype_of(call.args[2]),
+                       _tvm.const_value(call.args[4])) is None:
+        return None
+    parallel = targets.cpu_cores(targets.current_llvm_target()) > 1
+    # its own kernel (opaque to fusion): fused into its producer (the model's quantize),
+    # that producer's value would be computed once per read, kw times
+    u = bb.emit_te(lambda t: unfold.te_unfold_columns(t, kw, sw, pl, ow, a["x_zp"], parallel),
+                   x, primfunc_name_hint="canonqnn_unfold_columns",
+                   primfunc_attrs={"op_pattern": OPAQUE})
+    return form(bb, bb.normalize(_tvm.make_call(call.op, [u, *args], column_attrs)))
 
 
 def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,

@@ -76,32 +76,40 @@ def _row_loops(x: Any, out: Any, kernel: tuple[int, int], strides: tuple[int, in
         with (T.parallel if parallel else T.serial)(0, n * c) as plane:
             nn, cc = plane // c, plane % c
             row = T.alloc_local((length,), "int8")
-            _chunked(T, left, lambda i: T.buffer_store(row, low, [i]))
-            _chunked(T, length - left - w, lambda i: T.buffer_store(row, low, [left + w + i]))
+            chunked(T, left, lambda i: T.buffer_store(row, low, [i]))
+            chunked(T, length - left - w, lambda i: T.buffer_store(row, low, [left + w + i]))
             with T.serial(0, oh) as i:
-                _chunked(T, w, lambda j: T.buffer_store(row, low, [left + j]))
+                chunked(T, w, lambda j: T.buffer_store(row, low, [left + j]))
                 for ry in range(kh):
                     y = i * sh + ry * dh - pt
                     with T.If(tirx.all(y >= 0, y < h)), T.Then():
-                        _chunked(T, w, lambda j, y=y: T.buffer_store(
+                        chunked(T, w, lambda j, y=y: T.buffer_store(
                             row, tirx.max(row[left + j], x[nn, cc, y, j]), [left + j]))
                 taps = [rx - pl + left for rx in range(kw)]
                 if sw == 1:
-                    _chunked(T, ow, lambda j: T.buffer_store(
+                    chunked(T, ow, lambda j: T.buffer_store(
                         out, _maximum([row[j + q] for q in taps]), [nn, cc, i, j]))
                 else:
-                    pairs = T.decl_buffer((length // 2,), "int16", data=row.data, scope="local")
-                    eight = tirx.const(8, "int16")
-
-                    def byte(j: Any, q: int) -> Any:
-                        pair = pairs[j + q // 2]
-                        low_byte = tirx.shift_left(pair, eight) if q % 2 == 0 else pair
-                        return tirx.shift_right(low_byte, eight)
-
-                    _chunked(T, ow, lambda j: T.buffer_store(
+                    byte = pair_reader(T, row, length)
+                    chunked(T, ow, lambda j: T.buffer_store(
                         out, tirx.Cast("int8", _maximum([byte(j, q) for q in taps])),
                         [nn, cc, i, j]), lanes=VECTOR_BYTES // 2)
         return ib.get()
+
+
+def pair_reader(T: Any, row: Any, length: int) -> Any:
+    """``byte(j, q)``: ``row[2 * j + q]`` of an int8 ``row`` buffer (``length`` even) read
+    as int16 pairs, ``(P << 8) >> 8`` the low byte, ``P >> 8`` the high one (an int16 of
+    the byte's value): every ``j`` one contiguous load, where a read every other byte is one
+    TVM does not vectorize."""
+    pairs = T.decl_buffer((length // 2,), "int16", data=row.data, scope="local")
+    eight = tirx.const(8, "int16")
+
+    def byte(j: Any, q: int) -> Any:
+        pair = pairs[j + q // 2]
+        return tirx.shift_right(tirx.shift_left(pair, eight) if q % 2 == 0 else pair, eight)
+
+    return byte
 
 
 def _maximum(values: list[Any]) -> Any:
@@ -111,7 +119,7 @@ def _maximum(values: list[Any]) -> Any:
     return result
 
 
-def _chunked(T: Any, extent: int, store: Any, lanes: int = VECTOR_BYTES) -> None:
+def chunked(T: Any, extent: int, store: Any, lanes: int = VECTOR_BYTES) -> None:
     """``store(j)`` for ``j`` in ``[0, extent)``: whole vectors of ``lanes``, then the rest
     as one shorter vector."""
     whole, rest = divmod(extent, lanes)

@@ -107,6 +107,10 @@ CONVS = {  # name: (x shape, out channels, kernel, options)
     "1x1_stride2": ((1, 24, 13, 15), 32, 1, dict(stride=2, pad=0)),
     "1x1_stride3_batch_of_two": ((2, 8, 10, 16), 16, 1, dict(stride=3, pad=0)),
     "7x7_stride2": ((1, 3, 20, 20), 8, 7, dict(stride=2)),
+    # a stem's input unfolded along its columns (3 x 7 values a row, padded once), its
+    # padding a real zero; the unfolded conv takes the rows (32 outputs a row)
+    "7x7_stem_unfolded_rows": ((1, 3, 9, 64), 16, 7, dict(stride=2, x_zp=-20)),
+    "5x5_unfolded_stride1_asymmetric": ((2, 3, 8, 16), 8, 5, dict(pad=(1, 2, 3, 0), x_zp=7)),
     "asymmetric_weights": ((1, 7, 8, 8), 9, 3, dict(w_zp=5, x_zp=-20)),
     "accumulator": ((1, 5, 8, 8), 6, 3, dict(out_dtype="int32")),
     "batch_of_two": ((2, 5, 6, 16), 12, 3, dict(pad=0)),
@@ -243,6 +247,25 @@ def test_stride_1_convs_run_the_padded_plane_flattened_where_rows_would_idle_lan
     assert dot.flat_tile((56, 56), (3, 3), (1, 1, 1, 1), 64, avx2) is None
     assert dot.flat_tile((56, 56), (1, 1), (0, 0, 0, 0), 64, vnni) is None
     assert flat("3x3_wide_rows", "avx512_vnni") == [0]  # 5 rows of 30 in 32: no fewer idle
+
+
+def test_few_channel_wide_kernels_unfold_their_input_columns_where_that_pads_less():
+    def unfolded(x_shape, o, k, **options):
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
+        with dot_isa.emulating("avx512_vnni"), bb.function("main", [x]):
+            with bb.dataflow():
+                out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o,
+                                                        k, **options)(x)))
+            bb.emit_func_output(out)
+            fused = builder.fuse(bb.get())
+        return sorted(name for name in _tvm.module_functions(fused) if "unfold" in name)
+
+    # ResNet's stem: 3 channels x 7 taps padded to 24 values a row, not 7 x 4
+    assert unfolded((1, 3, 9, 64), 16, 7, stride=2) == ["canonqnn_unfold_columns"]
+    assert unfolded((1, 3, 9, 64), 16, 3, stride=2) == []  # 9 to 12, as 3 x (3 to 4)
+    assert unfolded((1, 16, 9, 64), 16, 7, stride=2) == []  # whole pairs already
+    assert unfolded((1, 3, 9, 64), 16, 7, stride=3) == []  # strides 1 and 2 only
 
 
 def test_flat_plane_conv_leaves_its_fused_consumers_whole_outputs_to_read():
