@@ -162,6 +162,10 @@ def cmd_build(args) -> int:
         tuned, reused = built.tuning
         print(f"tuning: {tuned} kernels tuned ({args.tune} trials), {reused} reused "
               f"from {tuning_dir}")
+    if built.forms is not None:
+        measured, recorded = built.forms
+        print(f"conv forms: {measured} conv shapes measured, {recorded} reused from "
+              f"{tuning_dir}")
     print(f"wrote {out}")
     return 0
 

@@ -58,6 +58,7 @@ from .loops import te_tile
 from .modules import (
                     call_bindings,
                     callee_function,
+                    calls_module,
                     copy_module,
                     function_attr,
                     function_bindings,
@@ -133,10 +134,10 @@ __all__ = [
     "add", "astype", "clip", "clip_float", "conv2d", "dequantize", "permute_dims", "quantize",
     "subtract",
     # functions and modules
-    "call_bindings", "callee_function", "copy_module", "function_attr", "function_bindings",
-    "function_params", "map_nodes", "module_functions", "normalize_outputs", "relax_functions",
-    "single_call_module", "string_function", "tuple_fields", "var_name",
-    "well_formed_problem", "with_function",
+    "call_bindings", "callee_function", "calls_module", "copy_module", "function_attr",
+    "function_bindings", "function_params", "map_nodes", "module_functions",
+    "normalize_outputs", "relax_functions", "single_call_module", "string_function",
+    "tuple_fields", "var_name", "well_formed_problem", "with_function",
     # the mutator
     "CallWalk", "remove_dead_bindings",
     # serialization

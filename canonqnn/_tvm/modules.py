@@ -121,6 +121,32 @@ def single_call_module(call: Any) -> tuple[Any, list[tuple[str, Any]]]:
     return bb.get(), names
 
 
+def calls_module(bindings: list[tuple[Any, Any]]) -> Any:
+    """A module whose ``main`` computes the calls of ``bindings`` (``(variable, call)`` in
+    order, a later call may read an earlier one's variable) and returns the last one's value:
+    every other variable they read becomes a parameter (a conv and the residual add after
+    it, timed together)."""
+    own = {var for var, _ in bindings}
+    params: list[Any] = []
+    values: dict[Any, Any] = {}
+    for _, call in bindings:
+        for arg in call.args:
+            if isinstance(arg, relax.Var) and arg not in own and arg not in values:
+                values[arg] = relax.Var(f"arg{len(params)}", arg.ty)
+                params.append(values[arg])
+    bb = relax.BlockBuilder()
+    with bb.function("main", params):
+        with bb.dataflow():
+            out = None
+            for var, call in bindings:
+                args = [values.get(a, a) if isinstance(a, relax.Var) else a for a in call.args]
+                out = values[var] = bb.emit(relax.Call(call.op, args, call.attrs,
+                                                       call.ty_args))
+            out = bb.emit_output(out)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
 def normalize_outputs(bb: Any, expr: Any) -> list[Any]:
     """The tensors a converter's result stands for, each bound to a variable; a shape or any
     other non-tensor result raises TypeError."""

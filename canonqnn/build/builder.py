@@ -20,6 +20,8 @@ from .. import ops as _ops  # noqa: F401  (registers the canonical ops' legaliza
 from ..errors import CanonqnnError, VerificationError, first_line
 from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, replacing
 from . import executorch_float, integrity, isa, layout, pipeline, runtime, schedule, targets
+from .form_tuning import choose_forms
+from .forms.choice import chosen
 from .report import LUT_KERNEL, KernelReport, from_fused_module
 from .tuning import apply_tuning, tune_cpu
 
@@ -36,6 +38,7 @@ class Built:
     target: str
     kernels: KernelReport | None = None
     tuning: tuple[int, int] | None = None  # (kernels tuned by this build, found tuned) if tuned
+    forms: tuple[int, int] | None = None  # (convs whose forms it measured, found measured)
     verification: Any = None  # a reference.Verification when built with verify=True
 
     def __post_init__(self) -> None:
@@ -149,9 +152,8 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
 def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | None) -> Built:
     io = interface(mod)
     tgt = targets.as_target(target)
-    fused = fuse(mod, tgt)
-    kernels = from_fused_module(fused)
-    tuning = None
+    tuning = measured = None
+    choices: dict[str, str] = {}
     if tune and tuning_dir is None:
         raise CanonqnnError("tuning needs a tuning_dir to keep its database in")
     if tuning_dir is not None:
@@ -160,6 +162,12 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
             _require_tuning_packages()
         elif not os.path.isdir(tuning_dir):
             raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
+        choices, *counts = choose_forms(mod, tgt, tuning_dir, bool(tune), fuse)
+        measured = (counts[0], counts[1])
+    with chosen(choices):
+        fused = fuse(mod, tgt)
+    kernels = from_fused_module(fused)
+    if tuning_dir is not None:
         tuning = tune_cpu(fused, tgt, tuning_dir, tune, _tunable)
         fused = apply_tuning(fused, tgt, tuning_dir)
     fused = schedule.schedule_cpu(fused, schedule.plan_block, targets.cpu_cores(tgt), tgt)
@@ -168,7 +176,7 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
                        (TARGET_FUNCTION, str(tgt))):
         fused = _tvm.with_function(fused, name, _tvm.string_function(text))
     executable = pipeline.compile_fused(fused, tgt)
-    return Built(executable, io, str(tgt), kernels, tuning)
+    return Built(executable, io, str(tgt), kernels, tuning, measured)
 
 
 def _tunable(func: Any) -> bool:

@@ -68,6 +68,7 @@ def test_cli_keeps_the_database_next_to_the_library_and_reuses_it(model, tuned, 
     out = capsys.readouterr().out
     assert f"tuning: 0 kernels tuned ({TRIALS} trials), 1 reused from {tmp_path / 'm.tuning'}" \
         in out
+    assert f"conv forms: 0 conv shapes measured, 1 reused from {tmp_path / 'm.tuning'}" in out
     library = canonqnn.load_built(tmp_path / "m.so")
     session, _ = ort_session(model)
     feed = _inputs(1)[0]
@@ -82,6 +83,7 @@ def test_kernels_on_the_dot_product_instructions_keep_their_schedule(model, tmp_
     mod, _ = canonqnn.canonicalize(canonqnn.load(model))
     built = canonqnn.build(mod, tune=TRIALS, tuning_dir=tmp_path / "db")
     assert built.tuning == (0, 0)  # the conv kernel is tensorized: nothing to tune
+    assert built.forms == (1, 0)  # its forms measured (docs/build.md, "Tuning")
     session, _ = ort_session(model)
     feed = _inputs(1)[0]
     np.testing.assert_array_equal(built.run(feed)["out"], session.run(None, feed)[0])

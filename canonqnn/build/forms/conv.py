@@ -19,18 +19,20 @@ from ..._tvm import te
 from ...ops import conv
 from .. import targets
 from ..isa import depthwise_isas, isa_for, padded_width, with_pair2
-from . import dot, unfold
+from . import choice, dot, unfold
 
 
 def form(bb: Any, call: Any) -> Any:
     """The conv ``call`` legalized in the packed form its shape takes on the current target
     (``_packed_weights``, else ``_depthwise_weights``), or None where none applies: the op's
-    own loop nest then."""
+    own loop nest then. A form measured faster for this conv (``choice.chosen``, ``build
+    --tune``) is taken over the rules' where the conv can take it."""
     a = _tvm.attrs_dict(call)
     x, w, bias, w_scale, w_zp = call.args
     if (subsampled := _strided_pointwise(bb, call, a)) is not None:
         return subsampled
-    if (unfolded := _unfolded_columns(bb, call, a)) is not None:
+    chosen = choice.chosen_form(call)
+    if chosen in (None, UNFOLD) and (unfolded := _unfolded_columns(bb, call, a)) is not None:
         return unfolded
     o = _tvm.shape_of(w)[0]
     accumulator = _tvm.dtype_of(bias)  # int32, or int64 (TFLite 16x8)
@@ -38,7 +40,11 @@ def form(bb: Any, call: Any) -> Any:
     _, _, h, wd = _tvm.shape_of(x)
     _, cg, kh, kw = _tvm.shape_of(w)
     oh, ow = conv.out_hw(h, wd, kh, kw, a)
-    packed = _packed_weights(a, call, accumulator, wzp)
+    packed = None
+    if chosen in LAYOUTS:
+        packed = _packed_weights(a, call, accumulator, wzp, only=chosen)
+    if packed is None:
+        packed = _packed_weights(a, call, accumulator, wzp)
     found = _depthwise_weights(a, call, accumulator, wzp, ow) if packed is None else None
     if packed is None and found is None:
         return None
@@ -148,11 +154,11 @@ def _strided_pointwise(bb: Any, call: Any, a: dict[str, Any]) -> Any:
     or None. Every output is the same sum of the same products. The row form's stride
     phases cost a strided 1x1 conv twice to three times its MAC rate at stride 1 (ResNet's
     downsampling convs, Zen 4)."""
+    if not _subsamples(call, a):
+        return None
     x, w = call.args[:2]
     o, cg, kh, kw = _tvm.shape_of(w)
-    (sh, sw), groups = a["strides"], a["groups"]
-    if (kh, kw) != (1, 1) or (sh, sw) == (1, 1) or any(a["padding"]) or groups != 1:
-        return None
+    sh, sw = a["strides"]
     n, c, h, wd = _tvm.shape_of(x)
     oh, ow = conv.out_hw(h, wd, kh, kw, a)
     unit_attrs = {**a, "strides": (1, 1), "dilation": (1, 1)}
@@ -177,18 +183,37 @@ def _unfolded_columns(bb: Any, call: Any, a: dict[str, Any]) -> Any:
     """A conv of a few input channels and a wide kernel (ResNet's stem: 3 channels, 7x7) as a
     conv of one kernel column (``kh x 1``, stride ``(sh, 1)``) of its input unfolded along
     the columns (``unfold.te_unfold_columns``, strides 1 and 2 along the row, no dilation
-    there), or None. Every output is the same sum of the same products. The
-    dot-product forms pad the channels of each tap to whole pairs (3 to 4: a quarter of the
-    lanes idle at every tap of the stem); unfolded, a row's ``C * kw`` values are padded once
-    (21 to 24), so the stem's reduction takes 42 instructions a tile instead of 49. Taken for
-    at most 4 input channels, where that pads at least a tenth fewer values and the unfolded
-    conv takes a packed form."""
+    there), or None (``_unfolded_call``). Every output is the same sum of the same products."""
+    found = _unfolded_call(call, a)
+    if found is None:
+        return None
+    column_attrs, args = found
+    _, _, kh, kw = _tvm.shape_of(call.args[1])
+    _, _, h, wd = _tvm.shape_of(call.args[0])
+    ow = conv.out_hw(h, wd, kh, kw, a)[1]
+    sw, pl = a["strides"][1], a["padding"][1]
+    parallel = targets.cpu_cores(targets.current_llvm_target()) > 1
+    # its own kernel (opaque to fusion): fused into its producer (the model's quantize),
+    # that producer's value would be computed once per read, kw times
+    u = bb.emit_te(lambda t: unfold.te_unfold_columns(t, kw, sw, pl, ow, a["x_zp"], parallel),
+                   call.args[0], primfunc_name_hint="canonqnn_unfold_columns",
+                   primfunc_attrs={"op_pattern": OPAQUE})
+    return form(bb, bb.normalize(_tvm.make_call(call.op, [u, *args], column_attrs)))
+
+
+def _unfolded_call(call: Any, a: dict[str, Any]) -> tuple[dict[str, Any], list[Any]] | None:
+    """``(attrs, arguments but the input)`` of the conv ``_unfolded_columns`` runs instead,
+    or None where it does not. The dot-product forms pad the channels of each tap to whole
+    pairs (3 to 4: a quarter of the lanes idle at every tap of the stem); unfolded, a row's
+    ``C * kw`` values are padded once (21 to 24), so the stem's reduction takes 42
+    instructions a tile instead of 49. Taken for at most 4 input channels, where that pads at
+    least a tenth fewer values and the unfolded conv takes a packed form."""
     x, w = call.args[:2]
     o, _, kh, kw = _tvm.shape_of(w)
     n, c, h, wd = _tvm.shape_of(x)
     has_feature = targets.current_target_features()
     isa = isa_for(has_feature) if has_feature is not None else None
-    (sh, sw), (dh, dw), (pt, pl, pb, _) = a["strides"], a["dilation"], a["padding"]
+    (sh, sw), (dh, dw), (pt, _, pb, _) = a["strides"], a["dilation"], a["padding"]
     if (isa is None or targets.current_llvm_target() is None or a["groups"] != 1 or kw == 1
             or sw not in (1, 2) or dw != 1 or _tvm.dtype_of(x) != "int8"
             or not _tvm.is_const(w)):
@@ -199,22 +224,24 @@ def _unfolded_columns(bb: Any, call: Any, a: dict[str, Any]) -> Any:
     padded, unfolded = kw * -(-c // pair) * pair, -(-(c * kw) // pair) * pair
     if c > 4 or unfolded * 10 > padded * 9:
         return None
-    oh, ow = conv.out_hw(h, wd, kh, kw, a)
+    ow = conv.out_hw(h, wd, kh, kw, a)[1]
     weights = _tvm.const_value(w).transpose(0, 1, 3, 2).reshape(o, c * kw, kh, 1)
     column_attrs = {**a, "strides": (sh, 1), "dilation": (dh, 1), "padding": (pt, 0, pb, 0)}
-    unfolded_x = _tvm.tensor_var("unfolded", (n, c * kw, h, ow), "int8")
     args = [_tvm.const(np.ascontiguousarray(weights), "int8"), *call.args[2:]]
-    probe = bb.normalize(_tvm.make_call(call.op, [unfolded_x, *args], column_attrs))
+    probe = _tvm.BlockBuilder().normalize(_tvm.make_call(call.op, [
+        _tvm.tensor_var("unfolded", (n, c * kw, h, ow), "int8"), *args], column_attrs))
     if _packed_weights(column_attrs, probe, _tvm.dtype_of(call.args[2]),
                        _tvm.const_value(call.args[4])) is None:
         return None
-    parallel = targets.cpu_cores(targets.current_llvm_target()) > 1
-    # its own kernel (opaque to fusion): fused into its producer (the model's quantize),
-    # that producer's value would be computed once per read, kw times
-    u = bb.emit_te(lambda t: unfold.te_unfold_columns(t, kw, sw, pl, ow, a["x_zp"], parallel),
-                   x, primfunc_name_hint="canonqnn_unfold_columns",
-                   primfunc_attrs={"op_pattern": OPAQUE})
-    return form(bb, bb.normalize(_tvm.make_call(call.op, [u, *args], column_attrs)))
+    return column_attrs, args
+
+
+def _subsamples(call: Any, a: dict[str, Any]) -> bool:
+    """Whether the conv is a 1x1 one with strides and no padding or groups
+    (``_strided_pointwise``)."""
+    _, _, kh, kw = _tvm.shape_of(call.args[1])
+    return ((kh, kw) == (1, 1) and tuple(a["strides"]) != (1, 1) and not any(a["padding"])
+            and a["groups"] == 1)
 
 
 def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
@@ -242,42 +269,88 @@ def _depthwise_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.n
     return None
 
 
-def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray):
-    """``(isa, PackedWeights, bias, layout)`` where the conv runs on the target's dot-product
-    instructions (``forms.dot``): an int8 conv with constant weights and bias and an int32
-    accumulator, not depthwise (``_depthwise_weights``'); else None (the plain loop nest).
-    ``layout``: ``"plane"``, output pixels in lanes with the whole plane as one row
-    (``te_plane_conv``), for the pointwise convs ``dot.plane_as_row`` names; ``"flat"``, the
-    same with the padded plane flattened (``te_flat_conv``), for the stride-1 convs
-    ``dot.flat_tile`` names; ``"rows"``,
-    output pixels in lanes (``te_row_conv``), where the output row fills the vectors; else
-    ``"channels"``, output channels in lanes (``te_packed_conv``), where each group's output
-    channels fill whole vectors."""
+LAYOUTS = ("plane", "flat", "rows", "channels")  # the packed forms (``_packed_weights``)
+UNFOLD = "unfold"  # the input unfolded along its columns (``_unfolded_columns``)
+
+
+def layouts(call: Any) -> list[str]:
+    """The forms the conv ``call`` can take on the current target, the one the build's rules
+    pick first (``UNFOLD`` or one of ``LAYOUTS``): the candidates a measured choice
+    (``choice``, ``build --tune``) times. Empty where it takes none of them (a depthwise conv,
+    an int16 one, the plain loop nest)."""
+    a = _tvm.attrs_dict(call)
+    found = _layout_candidates(a, call, _tvm.dtype_of(call.args[2]))
+    if found is None or _subsamples(call, a):  # (that one: its conv at stride 1's rules)
+        return []
+    rule, other = found
+    return ([UNFOLD] if _unfolded_call(call, a) is not None else []) + rule + other
+
+
+def _layout_candidates(a: dict[str, Any], call: Any, accumulator: str):
+    """``(the layouts the rules allow, in their order; the other valid ones)`` of the conv on
+    the target's ISA (``_packed_weights`` for the layouts), or None where it takes no packed
+    form."""
     x, w, bias = call.args[:3]
     if (accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
             or not _tvm.is_const(bias)):
         return None
-    _, c, h, wd = _tvm.shape_of(x)
-    o, _, kh, kw = _tvm.shape_of(w)
-    groups = a["groups"]
     has_feature = targets.current_target_features()
     isa = isa_for(has_feature) if has_feature is not None else None
-    if isa is None or groups == c == o > 1:  # depthwise: its own form
+    _, c, _, _ = _tvm.shape_of(x)
+    o = _tvm.shape_of(w)[0]
+    if isa is None or a["groups"] == c == o > 1:  # depthwise: its own form
         return None
+    return _layouts_on(a, call, isa)
+
+
+def _layouts_on(a: dict[str, Any], call: Any, isa: Any) -> tuple[list[str], list[str]]:
+    _, c, h, wd = _tvm.shape_of(call.args[0])
+    o, _, kh, kw = _tvm.shape_of(call.args[1])
+    groups = a["groups"]
     pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
                  and not any(a["padding"]))
     unit = (groups == 1 and tuple(a["strides"]) == (1, 1) and tuple(a["dilation"]) == (1, 1))
+    rule: list[str] = []
+    other: list[str] = []
+    if pointwise:
+        (rule if dot.plane_as_row((h, wd), o, isa) else other).append("plane")
+    if unit and dot.flat_tile((h, wd), (kh, kw), a["padding"], o, isa):
+        rule.append("flat")
+    (rule if dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], isa, kh * kw) else other).append(
+        "rows")
+    if groups == 1 or (o // groups) % isa.lanes == 0:
+        rule.append("channels")
+    return rule, other
+
+
+def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndarray,
+                    only: str | None = None):
+    """``(isa, PackedWeights, bias, layout)`` where the conv runs on the target's dot-product
+    instructions (``forms.dot``): an int8 conv with constant weights and bias and an int32
+    accumulator, not depthwise (``_depthwise_weights``'); else None (the plain loop nest).
+    ``layout``, the first of these the rules allow (``_layouts_on``): ``"plane"``, output
+    pixels in lanes with the whole plane as one row (``te_plane_conv``), for the pointwise
+    convs ``dot.plane_as_row`` names; ``"flat"``, the same with the padded plane flattened
+    (``te_flat_conv``), for the stride-1 convs ``dot.flat_tile`` names; ``"rows"``, output
+    pixels in lanes (``te_row_conv``), where the output row fills the vectors; else
+    ``"channels"``, output channels in lanes (``te_packed_conv``), where each group's output
+    channels fill whole vectors. With ``only``, that layout where the conv can take it (a
+    measured choice), else None."""
+    if _layout_candidates(a, call, accumulator) is None:
+        return None
+    x, w, bias = call.args[:3]
+    has_feature = targets.current_target_features()
+    assert has_feature is not None  # _layout_candidates found the target's ISA
+    isa = isa_for(has_feature)
+    assert isa is not None
     for candidate in with_pair2(isa):
-        if pointwise and dot.plane_as_row((h, wd), o, candidate):
-            layout = "plane"
-        elif unit and dot.flat_tile((h, wd), (kh, kw), a["padding"], o, candidate):
-            layout = "flat"
-        elif dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], candidate):
-            layout = "rows"
-        elif groups > 1 and (o // groups) % candidate.lanes:
-            continue
+        rule, other = _layouts_on(a, call, candidate)
+        if only is not None:
+            layout = only if only in rule + other else None
         else:
-            layout = "channels"
+            layout = rule[0] if rule else None
+        if layout is None:
+            continue
         found = dot.packed_weights_for(_tvm.const_value(w), wzp, a["x_zp"], candidate,
                                        _tvm.const_value(bias), rows=layout != "channels")
         if found is not None:

@@ -176,7 +176,7 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
         if groups == x_shape[1] == o:
             expected = [dot_isa.DEPTHWISE]
         elif ((pointwise and dot.plane_as_row(plane, o, dot_isa.isa_named(isa)))
-              or dot.rows_fit(width, dot_isa.isa_named(isa))):
+              or dot.rows_fit(width, dot_isa.isa_named(isa), k * k)):
             expected = [dot_isa.ROWS]
         else:
             expected = [dot_isa.ANNOTATION] if groups == 1 or (o // groups) % lanes == 0 else []
