@@ -360,7 +360,7 @@ def te_flat_conv(x: Any, wr: Any, isa: DotISA, x_zp: int, padding, out_hw: tuple
         name="acc_rows", attrs={ROWS: {"intrinsic": row_intrinsic(isa), "lanes": isa.lanes,
                                        "borders": [pl, wd], "rows_inside": [pt, h],
                                        "plane": 1, "flat": wp, **tile,
-                                       "tiles_outer": 0, "rows_outer": 0,
+                                       "tiles_outer": 1, "rows_outer": 0,
                                        "macs": n * o * oh * ow * c * kh * kw}})
 
 
