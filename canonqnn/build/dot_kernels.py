@@ -232,11 +232,14 @@ def schedule_packed(sch: Any, block: Any, cores: int, intrinsic: str | None) -> 
         sch.parallel(row)
     moved = _move_consumers(sch, block, row)
     init = _decompose(sch, block, ry, bias)
+    lanes = int(sch.get(ol).extent)
     if intrinsic is not None:
         sch.tensorize(ol, intrinsic)
     sch.unroll(j_in)
     sch.unroll(oo_in)
     sch.vectorize(sch.get_loops(init)[-1])
+    if int(plan.get("columns_last", 0)):  # a matmul's output rows: columns in whole vectors
+        _vectorize_requant(sch, moved, lanes)
     return moved + _schedule_runtime_operand(sch, cores)
 
 

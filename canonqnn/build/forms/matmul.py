@@ -63,7 +63,7 @@ def form(bb: Any, call: Any) -> Any:
         packed_acc = te_packed_matmul(
             x, w, isa, a["a_zp"], batch,
             {**dot.conv_tile(isa, columns, a_shape[-2]),
-             "macs": int(np.prod(shape)) * a_shape[-1]},
+             "macs": int(np.prod(shape)) * a_shape[-1], "columns_last": 1},
             b_zp=None if constant_b is not None else wzp)
         if started:
             packed_acc = dot.with_bias(packed_acc, bias, lambda nb, o, i, j, ol: o * lanes + ol)
