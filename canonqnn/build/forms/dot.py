@@ -309,8 +309,8 @@ def flat_tile(in_hw: tuple[int, int], kernel: tuple[int, int], padding, out_chan
         used = oh * ow / flat_length(oh, wp, tile, isa)
         if used > best_used:
             best, best_used = tile, used
-    return best if rows_fit(ow, isa) and best_used >= ow / padded_width(ow, isa) + 0.02 \
-        else None
+    return best if rows_fit(ow, isa, kh * kw) and best_used >= ow / padded_width(ow, isa) \
+        + 0.02 else None
 
 
 def flat_length(out_height: int, padded_width: int, tile: dict[str, int], isa: DotISA) -> int:
