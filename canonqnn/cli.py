@@ -164,8 +164,10 @@ def cmd_build(args) -> int:
               f"from {tuning_dir}")
     if built.forms is not None:
         measured, recorded = built.forms
+        foreign = targets.foreign_instructions(built.target) if args.tune else []
+        why = f" (none measured: this CPU lacks {', '.join(foreign)})" if foreign else ""
         print(f"conv forms: {measured} conv shapes measured, {recorded} reused from "
-              f"{tuning_dir}")
+              f"{tuning_dir}{why}")
     print(f"wrote {out}")
     return 0
 

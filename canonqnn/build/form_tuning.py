@@ -5,8 +5,8 @@ Each distinct conv of a module (``choice.form_key``: its shapes, loop attributes
 built alone once per form it can take (``forms.conv.layouts``), each form's kernels compiled
 and timed on this CPU with the build's thread count, the forms taking turns over
 ``ROUNDS`` rounds; the fastest (its best time over the rounds) is recorded with every
-form's time. A conv with one form is recorded without timing. Only a build for this host
-measures: another CPU's code cannot run here.
+form's time. A conv with one form is recorded without timing. Only a build whose code runs
+on this host's CPU measures.
 """
 
 from __future__ import annotations
@@ -37,12 +37,12 @@ def choose_forms(mod: Any, target: Any, work_dir: str, measure: bool,
     """``(choices for forms.choice.chosen, convs measured now, convs found recorded)`` for the
     convs of ``mod`` on ``target``: those recorded in ``work_dir``, and with ``measure`` the
     others measured now (``fuse(module, target, channels_last=False)``: the build's fusion,
-    each conv NCHW) and recorded. A build for another CPU than this host's measures
-    nothing."""
+    each conv NCHW) and recorded. A build whose code may use instructions this host's CPU
+    lacks (another architecture, or a newer CPU's extensions) measures nothing."""
     path = os.path.join(work_dir, FORMS_FILE)
     records = _load(path)
     tgt = targets.as_target(target)
-    measure = measure and targets.is_host_arch(tgt)
+    measure = measure and not targets.foreign_instructions(tgt)  # (else: illegal instructions)
     with tgt:
         convs = _convs(mod)
         missing = [key for key in convs if key not in records]

@@ -111,8 +111,13 @@ def test_a_record_of_forms_that_is_not_one_is_refused_naming_it(tmp_path):
                                      builder.fuse)
 
 
-def test_a_build_for_another_cpu_measures_nothing(tmp_path):
+def test_a_build_for_another_cpu_measures_nothing(tmp_path, monkeypatch):
     arm = "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod"
     assert form_tuning.choose_forms(_module(), arm, str(tmp_path), True,
+                                    builder.fuse) == ({}, 0, 0)
+    assert not (tmp_path / form_tuning.FORMS_FILE).exists()
+    # code for this architecture with an extension this CPU lacks would stop on it
+    monkeypatch.setattr(targets, "foreign_instructions", lambda target: ["amx-tile"])
+    assert form_tuning.choose_forms(_module(), targets.host_target(), str(tmp_path), True,
                                     builder.fuse) == ({}, 0, 0)
     assert not (tmp_path / form_tuning.FORMS_FILE).exists()
