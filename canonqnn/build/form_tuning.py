@@ -27,6 +27,7 @@ from .forms import choice
 from .forms import conv as conv_forms
 
 FORMS_FILE = "forms.json"
+NO_FORM = "none"  # the record of a conv that takes none of the packed forms
 ROUNDS = 3          # the forms take turns: a burst of the machine's other work hits them all
 CALLS = 5           # calls of a kernel averaged for one time
 REPEATS = 4         # times of a kernel a round (its best counted)
@@ -65,8 +66,9 @@ def _load(path: str) -> dict[str, Any]:
     except (OSError, ValueError) as exc:
         raise CanonqnnError(f"{path}: not a record of measured forms ({exc}); delete it to "
                             f"measure again") from None
+    known = {*conv_forms.LAYOUTS, conv_forms.UNFOLD, NO_FORM}
     if not isinstance(records, dict) or not all(
-            isinstance(r, dict) and isinstance(r.get("form"), str) for r in records.values()):
+            isinstance(r, dict) and r.get("form") in known for r in records.values()):
         raise CanonqnnError(f"{path}: not a record of measured forms; delete it to measure "
                             f"again")
     return records
@@ -105,7 +107,7 @@ def _measure(key: str, contexts: dict[tuple[str, ...], tuple[list[Any], int]], t
     instances = list(contexts.values())
     forms = conv_forms.layouts(instances[0][0][0][1])
     if len(forms) < 2:
-        return {"form": forms[0] if forms else "none", "us": {}}
+        return {"form": forms[0] if forms else NO_FORM, "us": {}}
     runs: dict[str, list[tuple[Callable[[], float], int]]] = {}
     for form in forms:
         for group, count in instances:

@@ -104,7 +104,8 @@ def test_a_recorded_form_is_taken_over_the_rules_and_the_build_stays_exact(tmp_p
 
 def test_a_record_of_forms_that_is_not_one_is_refused_naming_it(tmp_path):
     path = tmp_path / form_tuning.FORMS_FILE
-    for text in ("{not json", json.dumps({"k": {"us": {}}}), "[1, 2]"):
+    for text in ("{not json", json.dumps({"k": {"us": {}}}), "[1, 2]",
+                 json.dumps({"k": {"form": "a form no conv takes", "us": {}}})):
         path.write_text(text)
         with pytest.raises(CanonqnnError, match="not a record of measured forms"):
             form_tuning.choose_forms(_module(), targets.host_target(), str(tmp_path), True,
