@@ -162,8 +162,8 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
             _require_tuning_packages()
         elif not os.path.isdir(tuning_dir):
             raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
-        choices, *counts = choose_forms(mod, tgt, tuning_dir, bool(tune), fuse)
-        measured = (counts[0], counts[1])
+        choices, measured_now, recorded = choose_forms(mod, tgt, tuning_dir, bool(tune), fuse)
+        measured = (measured_now, recorded)
     with chosen(choices):
         fused = fuse(mod, tgt)
     kernels = from_fused_module(fused)

@@ -18,7 +18,7 @@ from ... import _tvm
 from ..._tvm import te
 from ...ops import conv
 from .. import targets
-from ..isa import depthwise_isas, isa_for, padded_width, with_pair2
+from ..isa import DotISA, depthwise_isas, isa_for, padded_width, with_pair2
 from . import choice, dot, unfold
 
 
@@ -279,17 +279,16 @@ def layouts(call: Any) -> list[str]:
     (``choice``, ``build --tune``) times. Empty where it takes none of them (a depthwise conv,
     an int16 one, the plain loop nest)."""
     a = _tvm.attrs_dict(call)
-    found = _layout_candidates(a, call, _tvm.dtype_of(call.args[2]))
-    if found is None or _subsamples(call, a):  # (that one: its conv at stride 1's rules)
+    isa = _packed_isa(a, call, _tvm.dtype_of(call.args[2]))
+    if isa is None or _subsamples(call, a):  # (that one: its conv at stride 1's rules)
         return []
-    rule, other = found
+    rule, other = _layouts_on(a, call, isa)
     return ([UNFOLD] if _unfolded_call(call, a) is not None else []) + rule + other
 
 
-def _layout_candidates(a: dict[str, Any], call: Any, accumulator: str):
-    """``(the layouts the rules allow, in their order; the other valid ones)`` of the conv on
-    the target's ISA (``_packed_weights`` for the layouts), or None where it takes no packed
-    form."""
+def _packed_isa(a: dict[str, Any], call: Any, accumulator: str) -> DotISA | None:
+    """The target's dot-product ISA where the conv takes a packed form (``_layouts_on``):
+    int8, constant weights and bias, an int32 accumulator, not depthwise; else None."""
     x, w, bias = call.args[:3]
     if (accumulator != "int32" or _tvm.dtype_of(x) != "int8" or not _tvm.is_const(w)
             or not _tvm.is_const(bias)):
@@ -300,7 +299,7 @@ def _layout_candidates(a: dict[str, Any], call: Any, accumulator: str):
     o = _tvm.shape_of(w)[0]
     if isa is None or a["groups"] == c == o > 1:  # depthwise: its own form
         return None
-    return _layouts_on(a, call, isa)
+    return isa
 
 
 def _layouts_on(a: dict[str, Any], call: Any, isa: Any) -> tuple[list[str], list[str]]:
@@ -336,13 +335,10 @@ def _packed_weights(a: dict[str, Any], call: Any, accumulator: str, wzp: np.ndar
     ``"channels"``, output channels in lanes (``te_packed_conv``), where each group's output
     channels fill whole vectors. With ``only``, that layout where the conv can take it (a
     measured choice), else None."""
-    if _layout_candidates(a, call, accumulator) is None:
+    isa = _packed_isa(a, call, accumulator)
+    if isa is None:
         return None
-    x, w, bias = call.args[:3]
-    has_feature = targets.current_target_features()
-    assert has_feature is not None  # _layout_candidates found the target's ISA
-    isa = isa_for(has_feature)
-    assert isa is not None
+    w, bias = call.args[1:3]
     for candidate in with_pair2(isa):
         rule, other = _layouts_on(a, call, candidate)
         if only is not None:

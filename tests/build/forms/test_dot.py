@@ -195,16 +195,21 @@ def test_row_form_loop_order_reads_less_again_from_the_caches():
     assert dot.rows_outer(tile, 256, 14, 9, 16 * 18) == 0
 
 
+def _row_plan(case: str, isa: str, key: str) -> list[int]:
+    """``key`` of the row-form plan (0 where it is absent) of each kernel of ``CONVS[case]``
+    that takes a row form on ``isa``."""
+    x_shape, o, k, options = CONVS[case]
+    with dot_isa.emulating(isa):
+        fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k, **options).mod)
+    return [int(annotations[dot_isa.ROWS].get(key, 0))
+            for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
+            for annotations in schedule.root_block_annotations(func)
+            if dot_isa.ROWS in annotations]
+
+
 def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes():
     def planes(case, isa):
-        x_shape, o, k, options = CONVS[case]
-        with dot_isa.emulating(isa):
-            fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k,
-                                          **options).mod)
-        return [int(annotations[dot_isa.ROWS].get("plane", 0))
-                for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
-                for annotations in schedule.root_block_annotations(func)
-                if dot_isa.ROWS in annotations]
+        return _row_plan(case, isa, "plane")
 
     vnni = dot_isa.isa_named("avx512_vnni")
     for case in ("1x1_plane", "1x1_plane_accumulator", "1x1_plane_batch_of_two",
@@ -224,14 +229,7 @@ def test_pointwise_convs_run_their_plane_as_one_row_where_rows_would_idle_lanes(
 
 def test_stride_1_convs_run_the_padded_plane_flattened_where_rows_would_idle_lanes():
     def flat(case, isa):
-        x_shape, o, k, options = CONVS[case]
-        with dot_isa.emulating(isa):
-            fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k,
-                                          **options).mod)
-        return [int(annotations[dot_isa.ROWS].get("flat", 0))
-                for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
-                for annotations in schedule.root_block_annotations(func)
-                if dot_isa.ROWS in annotations]
+        return _row_plan(case, isa, "flat")
 
     assert flat("3x3_flat", "avx512_vnni") == [30]
     assert flat("5x5_flat_asymmetric_padding", "avx512_vnni") == [60]
