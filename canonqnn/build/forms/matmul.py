@@ -19,7 +19,7 @@ from ..._tvm import te, tirx
 from ...ops import matmul
 from ...ops.matmul import broadcast_index
 from .. import targets
-from ..isa import ANNOTATION, DotISA, isa_for, isa_named, with_pair2
+from ..isa import ACC_BIASED, ACC_START, ANNOTATION, DotISA, isa_for, isa_named, with_pair2
 from . import dot
 
 
@@ -46,16 +46,18 @@ def form(bb: Any, call: Any) -> Any:
         if (constant_b := _constant_b(a, call, bzp, candidate)) is not None:
             isa = candidate
             break
-    # a constant b's accumulator starts from its int32 bias (dot.with_bias)
-    started = constant_b is not None and accumulator == "int32"
     if constant_b is not None:  # packed at build time
         weights, corrected = constant_b
-        if started:
-            corrected = dot.padded_bias(corrected, isa.lanes)
         bias, b_q = _tvm.const(corrected, "int32"), _tvm.const(weights.packed, isa.weight_dtype)
     elif isa.pair != 4 or a_shape[-1] > dot.MAX_CORRECTED_K:
         # packed inside the kernel as int16 pairs: no correction needed
         isa = isa_named(isa.pair2)
+    # the accumulator starts from its int32 bias (dot.with_bias), a run-time b's on a pair-4
+    # ISA minus its correction (_corrected_start)
+    corrected = constant_b is None and isa.pair == 4
+    started = constant_b is not None or corrected
+    if started:
+        bias = _tvm.const(dot.padded_bias(_tvm.const_value(bias), isa.lanes), "int32")
 
     def compute(x, w, bias, mult, wzp):
         lanes, batch = isa.lanes, shape[:-2]
@@ -65,18 +67,17 @@ def form(bb: Any, call: Any) -> Any:
             {**dot.conv_tile(isa, columns, a_shape[-2]),
              "macs": int(np.prod(shape)) * a_shape[-1], "columns_last": 1},
             b_zp=None if constant_b is not None else wzp)
-        if started:
+        if corrected:
+            packed_acc = _corrected_start(
+                packed_acc, bias, _runtime_correction(x, w, wzp, isa, a["a_zp"], batch), n)
+        elif started:
             packed_acc = dot.with_bias(packed_acc, bias, lambda nb, o, i, j, ol: o * lanes + ol)
-        correction = None
-        if constant_b is None and isa.pair == 4:
-            correction = _runtime_correction(x, w, wzp, isa, a["a_zp"], batch)
 
         def acc(*idx):
             flat = 0
-            for i, dim in zip(idx[:-2], batch):
-                flat = flat * dim + i
-            value = packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
-            return value if correction is None else value - correction(flat, idx[-2], idx[-1])
+            for i, dim in zip(idx[:-2], batch):  # (unit dims left out: TVM's region
+                flat = flat * dim + i if dim > 1 else flat  # analysis then inverts the index)
+            return packed_acc[flat, idx[-1] // lanes, 0, idx[-2], idx[-1] % lanes]
 
         return matmul.te_output(shape, acc, None if started else bias, mult, kind, a,
                                 accumulator)
@@ -119,11 +120,14 @@ def _runtime_correction(a: Any, b: Any, b_zp: Any, isa: DotISA, a_zp: int,
     *lead, m, k = (int(d) for d in a.shape)
     *b_lead, _, n = (int(d) for d in b.shape)
     batch = int(np.prod(out_batch)) if out_batch else 1
-    ka = te.reduce_axis((0, k), "ka")
     kb = te.reduce_axis((0, k), "kb")
-    rows = te.compute((batch, m), lambda nb, row: te.sum(a[(*broadcast_index(
-        _unravel(nb, out_batch), tuple(lead)), row, ka)].astype("int32"), axis=ka),
-        name="a_row_sums")
+
+    def a_at(nb: Any, row: Any, kk: Any) -> Any:
+        return a[(*broadcast_index(_unravel(nb, out_batch), tuple(lead)), row, kk)]
+
+    ka = te.reduce_axis((0, k), "ka")
+    rows = te.compute((batch, m), lambda nb, row: te.sum(
+        a_at(nb, row, ka).astype("int32"), axis=ka), name="a_row_sums")
     cols = te.compute((batch, n), lambda nb, col: te.sum(b[(*broadcast_index(
         _unravel(nb, out_batch), tuple(b_lead)), kb, col)].astype("int32"), axis=kb),
         name="b_column_sums")
@@ -134,6 +138,24 @@ def _runtime_correction(a: Any, b: Any, b_zp: Any, isa: DotISA, a_zp: int,
                 + b_zp[col] * (rows[nb, row] - tirx.const(k * a_zp, "int32")))
 
     return correction
+
+
+def _corrected_start(acc: Any, bias: Any, correction: Any, n: int) -> Any:
+    """``acc`` (a packed accumulator, ``te_packed_matmul``, of a run-time ``b``) plus its
+    start, the bias (padded to whole vectors) minus the ``correction`` (``_runtime_correction``)
+    of each value, computed as a stage of its own (``ACC_START``): the kernel's schedule folds
+    the sum into the accumulator's start (as ``dot.with_bias``'s) and computes the start per
+    row of tiles, so the requantization reads the accumulator alone and runs on each row of
+    tiles while it is in cache (``dot_kernels.schedule_packed``)."""
+    lanes = int(acc.shape[-1])
+
+    def start(nb, o, i, j, ol):
+        column = tirx.min(o * lanes + ol, n - 1)  # a padding lane's value is never read
+        return bias[o * lanes + ol] - correction(nb, j, column)
+
+    begin = te.compute(acc.shape, start, name=ACC_START)
+    # the start's loads first: TE then orders its stages before the accumulator's
+    return te.compute(acc.shape, lambda *i: begin(*i) + acc(*i), name=ACC_BIASED)
 
 
 def _unravel(flat: Any, shape: tuple[int, ...]) -> list[Any]:

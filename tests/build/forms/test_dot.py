@@ -375,6 +375,34 @@ def test_matmul_requantizes_its_output_rows_in_whole_vectors():
     _assert_exact(op, "matmul")
 
 
+@pytest.mark.skipif(HOST_ISA is None, reason="this host's CPU has no int8 dot-product")
+def test_runtime_operand_matmul_requantizes_each_tile_from_its_corrected_start():
+    # attention's QK^T: the correction by a's row sums and b's column sums is folded into the
+    # accumulator's start, so the requantization reads the accumulator alone and runs on each
+    # tile while it is in registers (the transformer's QK^T, 33.6 against 28.8 us, Zen 4),
+    # not in a pass over an int32 tensor after all tiles
+    with dot_isa.emulating("avx512_vnni"):
+        op = _runtime_b_op(np.random.default_rng(3), (1, 2, 24, 16), (1, 2, 16, 20), b_zp=(5,))
+        fused = builder.fuse(op.mod)
+    scheduled = schedule.schedule_cpu(fused, schedule.plan_block, 2)
+    (script,) = [func.script() for name, func in _tvm.module_functions(scheduled).items()
+                 if "matmul" in name]
+    lines = script.splitlines()
+
+    def at(block: str) -> int:
+        (index,) = [i for i, line in enumerate(lines) if f'T.sblock("{block}")' in line]
+        return index
+
+    start, update, requant = at("acc_start"), at("acc_packed_update_o"), at("requant")
+    tile_loops = [i for i, line in enumerate(lines) if line.startswith("        for ")]
+    # the start, the tile's reduction and its requantization under one tile loop, in order
+    (tile,) = [i for i in tile_loops if i < start and not any(i < j < requant
+                                                               for j in tile_loops)]
+    assert tile < start < update < requant
+    assert not any(line.startswith("    for ") for line in lines[start:requant])
+    _assert_exact(op, "runtime operand matmul")
+
+
 def test_strided_conv_transpose_runs_as_packed_convs_one_per_output_phase():
     rng = np.random.default_rng(2)
     w = rng.integers(-128, 128, (8, 3, 4, 4)).astype(np.int8)  # [C, O/G, kh, kw], 2 groups
