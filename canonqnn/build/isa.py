@@ -19,7 +19,7 @@ CHANNELS_LAST = "canonqnn.channels_last"  # te_nhwc_pointwise (the layout pass, 
 # a packed accumulator plus its bias (forms.dot.with_bias), folded into the accumulator's
 # start by its schedule (dot_kernels)
 ACC_BIASED = "acc_biased"
-# the start of a run-time matmul's accumulator (forms.matmul), computed per row of its tiles
+# the start of a run-time matmul's accumulator (forms.matmul), computed per tile
 ACC_START = "acc_start"
 CHANNELS_LAST_DEPTHWISE = "canonqnn.channels_last_depthwise"  # te_nhwc_depthwise (no intrinsic)
 BLOCK_PLANS = (ANNOTATION, ROWS, DEPTHWISE, CHANNELS_LAST, CHANNELS_LAST_DEPTHWISE)

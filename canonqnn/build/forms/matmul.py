@@ -120,14 +120,11 @@ def _runtime_correction(a: Any, b: Any, b_zp: Any, isa: DotISA, a_zp: int,
     *lead, m, k = (int(d) for d in a.shape)
     *b_lead, _, n = (int(d) for d in b.shape)
     batch = int(np.prod(out_batch)) if out_batch else 1
-    kb = te.reduce_axis((0, k), "kb")
-
-    def a_at(nb: Any, row: Any, kk: Any) -> Any:
-        return a[(*broadcast_index(_unravel(nb, out_batch), tuple(lead)), row, kk)]
-
     ka = te.reduce_axis((0, k), "ka")
-    rows = te.compute((batch, m), lambda nb, row: te.sum(
-        a_at(nb, row, ka).astype("int32"), axis=ka), name="a_row_sums")
+    kb = te.reduce_axis((0, k), "kb")
+    rows = te.compute((batch, m), lambda nb, row: te.sum(a[(*broadcast_index(
+        _unravel(nb, out_batch), tuple(lead)), row, ka)].astype("int32"), axis=ka),
+        name="a_row_sums")
     cols = te.compute((batch, n), lambda nb, col: te.sum(b[(*broadcast_index(
         _unravel(nb, out_batch), tuple(b_lead)), kb, col)].astype("int32"), axis=kb),
         name="b_column_sums")
@@ -145,8 +142,8 @@ def _corrected_start(acc: Any, bias: Any, correction: Any, n: int) -> Any:
     start, the bias (padded to whole vectors) minus the ``correction`` (``_runtime_correction``)
     of each value, computed as a stage of its own (``ACC_START``): the kernel's schedule folds
     the sum into the accumulator's start (as ``dot.with_bias``'s) and computes the start per
-    row of tiles, so the requantization reads the accumulator alone and runs on each row of
-    tiles while it is in cache (``dot_kernels.schedule_packed``)."""
+    tile, so the requantization reads the accumulator alone and runs on each tile while it
+    is in registers (``dot_kernels.schedule_packed``)."""
     lanes = int(acc.shape[-1])
 
     def start(nb, o, i, j, ol):
