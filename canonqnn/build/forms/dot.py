@@ -156,6 +156,17 @@ def rows_fit(out_width: int, isa: DotISA, taps: int = 1) -> bool:
     return (padded - out_width) * 8 <= padded
 
 
+def channels_in_lanes_first(isa: DotISA, out_width: int, taps: int) -> bool:
+    """Whether a conv whose output channels fill whole vectors runs with them in lanes
+    (``te_packed_conv``) before the forms with output pixels in lanes, except a pointwise
+    conv's plane as one row (``plane_as_row``): on an ISA of 16 vector registers (AVX2,
+    AVX-VNNI) where the conv has more than one tap or its rows are not whole vectors. A row
+    tile there holds 8 accumulators at most, so each instruction loads more. Measured on
+    AVX2 (Zen 3, each conv alone, one thread; docs/build.md): ResNet-18's 3x3 convs 8 to
+    32 % faster so than in rows or flattened, MobileNet's 7x7 pointwise ones 5 to 11 %."""
+    return isa.registers <= 16 and (taps > 1 or out_width % isa.lanes != 0)
+
+
 def with_bias(acc: Any, bias: Any, channel: Any) -> Any:
     """``acc`` plus the int32 ``bias`` of each value's output channel (``channel(*index)``): a
     stage the kernel's schedule folds into the accumulator's start (``fuse_reduction_epilogue``,
@@ -231,11 +242,17 @@ def plane_as_row(in_hw: tuple[int, int], out_channels: int, isa: DotISA) -> bool
     vector a tile loads once an instruction: 14x14 planes, 13 vectors, ran 1.2 times slower
     that way on AVX512-VNNI). Measured there against the rows or, for rows too short, output
     channels in lanes, one thread: 56x56 planes 11 to 18 % faster, 7x7 ones (49 outputs in
-    64 lanes) 2 to 27 %, 9x9 and 11x11 ones 1.8 and 2.3 times."""
+    64 lanes) 2 to 27 %, 9x9 and 11x11 ones 1.8 and 2.3 times. On 16 registers (AVX2) a
+    tile of one vector is taken too, where at most 1/16 of the plane idles: there the plane
+    beat the rows and output channels in lanes on 14x14 planes (25 vectors for 196 outputs)
+    by 7 to 33 %, and output channels in lanes beat it on 7x7 ones (Zen 3, one thread)."""
     h, w = in_hw
     padded = padded_width(h * w, isa)
-    return (w % isa.lanes != 0 and (padded - h * w) * 4 <= padded
-            and row_tile(isa, out_channels, h * w)["vectors"] > 1)
+    if w % isa.lanes == 0 or (padded - h * w) * 4 > padded:
+        return False
+    if isa.registers <= 16:  # (a row tile of 8 accumulators at most: channels_in_lanes_first)
+        return (padded - h * w) * 16 <= padded
+    return row_tile(isa, out_channels, h * w)["vectors"] > 1
 
 
 def plane_pack(x: Any, isa: DotISA, x_zp: int, vectors: int, groups: int) -> Any:
