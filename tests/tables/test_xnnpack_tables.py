@@ -312,8 +312,10 @@ def test_the_classes_build_different_tables(name):
 
 
 def test_a_nan_quantizes_to_the_int8_maximum():
-    """Inputs of 1e36 per step: sigmoid's range reduction overflows to NaN on all but code 0
-    (both classes), and the convert's ``minps`` turns a NaN into 32767, so 127."""
+    """Inputs of 1e36 per step: on the AVX-512 class sigmoid's range reduction overflows to NaN
+    on all but code 0, and the convert's ``minps`` turns a NaN into 32767, so 127. The AVX2
+    class's kernel replaces the lanes past its cutoff (0, so 1 - 0 for x >= 0): no NaN, and
+    its table is checked against the runtime all the same."""
     if HOST not in FAMILIES:
         pytest.skip(f"this host's XNNPACK kernels are not reproduced ({HOST})")
     from _pt2e import qdq_program
@@ -321,7 +323,7 @@ def test_a_nan_quantizes_to_the_int8_maximum():
     in_qp, out_qp = QParams.make(float(np.float32(1e36)), 0), QParams.make(1 / 256, -128)
     with np.errstate(all="ignore"):
         y = tables.runtime("torch", HOST).sigmoid(xnnpack.dequantize(INT8_CODES, 1e36, 0))
-    assert np.isnan(y).sum() == 255
+    assert np.isnan(y).sum() == (255 if HOST == "xnnpack_avx512" else 0)
     program = qdq_program(torch.sigmoid, [(in_qp.scalar_scale, 0)], (1 / 256, -128), [(1, 256)])
     x = real_values(INT8_CODES.astype(np.int8).reshape(1, -1), np.float32(1e36), 0)
     (out,) = run_executorch(executorch_method(program), x)
