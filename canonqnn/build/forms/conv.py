@@ -309,19 +309,18 @@ def _layouts_on(a: dict[str, Any], call: Any, isa: Any) -> tuple[list[str], list
     pointwise = (kh == kw == 1 and groups == 1 and tuple(a["strides"]) == (1, 1)
                  and not any(a["padding"]))
     unit = (groups == 1 and tuple(a["strides"]) == (1, 1) and tuple(a["dilation"]) == (1, 1))
+    ow = conv.out_hw(h, wd, kh, kw, a)[1]
     channels = groups == 1 or (o // groups) % isa.lanes == 0
     # on 16 registers output channels in lanes win where output pixels would idle lanes or
     # a tap moves the row (dot.channels_in_lanes_first)
-    pixels = not (channels and dot.channels_in_lanes_first(
-        isa, conv.out_hw(h, wd, kh, kw, a)[1], kh * kw))
+    pixels = not (channels and dot.channels_in_lanes_first(isa, ow, kh * kw, c // groups))
     rule: list[str] = []
     other: list[str] = []
     if pointwise:
         (rule if dot.plane_as_row((h, wd), o, isa) else other).append("plane")
     if unit and dot.flat_tile((h, wd), (kh, kw), a["padding"], o, isa):
         (rule if pixels else other).append("flat")
-    (rule if pixels and dot.rows_fit(conv.out_hw(h, wd, kh, kw, a)[1], isa, kh * kw)
-     else other).append("rows")
+    (rule if pixels and dot.rows_fit(ow, isa, kh * kw) else other).append("rows")
     if channels:
         rule.append("channels")
     return rule, other

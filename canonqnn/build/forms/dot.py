@@ -156,15 +156,23 @@ def rows_fit(out_width: int, isa: DotISA, taps: int = 1) -> bool:
     return (padded - out_width) * 8 <= padded
 
 
-def channels_in_lanes_first(isa: DotISA, out_width: int, taps: int) -> bool:
+# the input channels (a group's) from which channels_in_lanes_first applies: an image's first
+# layer (3 channels, or 9 and 21 unfolded) ran faster with output pixels in lanes on AVX2
+CHANNELS_IN_LANES_MIN_INPUT = 32
+
+
+def channels_in_lanes_first(isa: DotISA, out_width: int, taps: int, in_channels: int) -> bool:
     """Whether a conv whose output channels fill whole vectors runs with them in lanes
     (``te_packed_conv``) before the forms with output pixels in lanes, except a pointwise
     conv's plane as one row (``plane_as_row``): on an ISA of 16 vector registers (AVX2,
-    AVX-VNNI) where the conv has more than one tap or its rows are not whole vectors. A row
-    tile there holds 8 accumulators at most, so each instruction loads more. Measured on
-    AVX2 (Zen 3, each conv alone, one thread; docs/build.md): ResNet-18's 3x3 convs 8 to
-    32 % faster so than in rows or flattened, MobileNet's 7x7 pointwise ones 5 to 11 %."""
-    return isa.registers <= 16 and (taps > 1 or out_width % isa.lanes != 0)
+    AVX-VNNI) where the conv has more than one tap or its rows are not whole vectors, and
+    ``in_channels`` (a group's) are not an image's few. A row tile there holds 8
+    accumulators at most, so each instruction loads more. Measured on AVX2 (Zen 3, each conv
+    alone, one thread; docs/build.md): ResNet-18's 3x3 convs 8 to 32 % faster that way than
+    in rows or flattened, MobileNet's 7x7 pointwise ones 5 to 11 %; the stems slower (the
+    3x3 one 480 against 313 us in rows, ResNet-18's 7x7 one 2.5 against 2.0 ms unfolded)."""
+    return (isa.registers <= 16 and in_channels >= CHANNELS_IN_LANES_MIN_INPUT
+            and (taps > 1 or out_width % isa.lanes != 0))
 
 
 def with_bias(acc: Any, bias: Any, channel: Any) -> Any:

@@ -177,7 +177,7 @@ def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
         plane = [(d - 1) // stride + 1 for d in x_shape[2:]]
         channels = groups == 1 or (o // groups) % lanes == 0
         pixels = not (channels and dot.channels_in_lanes_first(dot_isa.isa_named(isa), width,
-                                                                k * k))
+                                                                k * k, x_shape[1] // groups))
         if groups == x_shape[1] == o:
             expected = [dot_isa.DEPTHWISE]
         elif ((pointwise and dot.plane_as_row(plane, o, dot_isa.isa_named(isa)))
@@ -237,16 +237,19 @@ def test_16_register_isas_put_output_channels_in_lanes_for_taps_and_rows_that_id
     # the AVX2 choices measured on ResNet-18 and MobileNet's convs (dot.channels_in_lanes_first)
     avx2, vnni = dot_isa.isa_named("avx2"), dot_isa.isa_named("avx512_vnni")
     for width, taps in ((56, 9), (28, 9), (14, 9), (7, 9), (7, 1), (14, 1)):
-        assert dot.channels_in_lanes_first(avx2, width, taps), (width, taps)
-        assert not dot.channels_in_lanes_first(vnni, width, taps), (width, taps)
+        assert dot.channels_in_lanes_first(avx2, width, taps, 64), (width, taps)
+        assert not dot.channels_in_lanes_first(vnni, width, taps, 64), (width, taps)
     for width in (56, 112):  # rows of whole vectors
-        assert not dot.channels_in_lanes_first(avx2, width, 1)
+        assert not dot.channels_in_lanes_first(avx2, width, 1, 64)
+    for channels in (3, 9, 21):  # an image's first layer, as it is and unfolded (3x3, 7x7)
+        assert not dot.channels_in_lanes_first(avx2, 112, 3, channels)
     # a 14x14 plane as one row: 196 outputs in 25 vectors, on a tile of one; not a 7x7 one
     assert dot.plane_as_row((14, 14), 512, avx2) and not dot.plane_as_row((7, 7), 1024, avx2)
     with dot_isa.emulating("avx2"):
-        assert _conv_plans((1, 16, 12, 16), 16, 3, {}) == [dot_isa.ANNOTATION]  # 16-wide rows
-        assert _conv_plans((1, 16, 7, 7), 16, 1, {}) == [dot_isa.ANNOTATION]
-        assert _conv_plans((1, 16, 16, 16), 16, 1, {}) == [dot_isa.ROWS]
+        assert _conv_plans((1, 32, 12, 16), 16, 3, {}) == [dot_isa.ANNOTATION]  # 16-wide rows
+        assert _conv_plans((1, 32, 7, 7), 16, 1, {}) == [dot_isa.ANNOTATION]
+        assert _conv_plans((1, 32, 16, 16), 16, 1, {}) == [dot_isa.ROWS]
+        assert _conv_plans((1, 8, 12, 16), 16, 3, {}) == [dot_isa.ROWS]  # few input channels
         # grouped with 6 output channels a group: no whole vectors of them, so the rows
         assert _conv_plans((1, 12, 6, 16), 18, 3, dict(groups=3)) == [dot_isa.ROWS]
 
