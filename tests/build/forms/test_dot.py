@@ -162,10 +162,10 @@ def _conv_plans(x_shape, o, k, options) -> list[str]:
 
 @pytest.mark.parametrize("isa", [isa.name for isa in dot_isa.ISAS])
 def test_every_conv_takes_the_packed_form_its_shape_allows(isa):
-    # depthwise its own; rows where the output row fills the vectors (on 16 registers: only
-    # without taps and in whole vectors, where output channels in lanes can run); else output
-    # channels in lanes, for grouped convs only where a group's output channels fill whole
-    # vectors
+    # depthwise its own; rows where the output row fills the vectors (on 16 registers, where
+    # output channels in lanes can run: only without taps and in whole vectors, or with fewer
+    # than 32 input channels); else output channels in lanes, for grouped convs only where a
+    # group's output channels fill whole vectors
     lanes = dot_isa.isa_named(isa).lanes
     for case, (x_shape, o, k, options) in CONVS.items():
         groups, stride = options.get("groups", 1), options.get("stride", 1)
