@@ -154,13 +154,13 @@ def test_scheduled_kernels_run_parallel_loops_and_match_the_unscheduled_build(co
     target = targets.host_target()
     fused = canonqnn.build.fuse(mod, target)
     scheduled = schedule_cpu(fused, plan_block, cores=2)
-    text = _tvm.script(scheduled)
+    text, fused_text = _tvm.script(scheduled), _tvm.script(fused)
     # only the schedule makes loops parallel (besides the row loops of a max pool and of a
     # stem's unfolded input, which take their threads from the target they are legalized for;
     # the stem unfolds on int16-pair CPUs)
-    row_loops = sum(_tvm.script(fused).count(f"{name}(")
+    row_loops = sum(fused_text.count(f"{name}(")
                     for name in ("canonqnn_max_pool2d", "canonqnn_unfold_columns"))
-    assert text.count("T.parallel") > _tvm.script(fused).count("T.parallel") == row_loops
+    assert text.count("T.parallel") > fused_text.count("T.parallel") == row_loops
     one_core = tvm.target.Target({**dict(target.export()), "num-cores": 1})
     assert "T.parallel" not in _tvm.script(schedule_cpu(canonqnn.build.fuse(mod, one_core),
                                                         plan_block, cores=1))

@@ -156,6 +156,12 @@ def rows_fit(out_width: int, isa: DotISA, taps: int = 1) -> bool:
     return (padded - out_width) * 8 <= padded
 
 
+def _few_registers(isa: DotISA) -> bool:
+    """16 vector registers (AVX2, AVX-VNNI): a tile with output pixels in lanes holds 8
+    accumulators at most, where the rules measured on 32 registers do not hold."""
+    return isa.registers <= 16
+
+
 # the input channels (a group's) from which channels_in_lanes_first applies: an image's first
 # layer (3 channels, or 9 and 21 unfolded) ran faster with output pixels in lanes on AVX2
 CHANNELS_IN_LANES_MIN_INPUT = 32
@@ -171,7 +177,7 @@ def channels_in_lanes_first(isa: DotISA, out_width: int, taps: int, in_channels:
     alone, one thread; docs/build.md): ResNet-18's 3x3 convs 8 to 32 % faster that way than
     in rows or flattened, MobileNet's 7x7 pointwise ones 5 to 11 %; the stems slower (the
     3x3 one 480 against 313 us in rows, ResNet-18's 7x7 one 2.5 against 2.0 ms unfolded)."""
-    return (isa.registers <= 16 and in_channels >= CHANNELS_IN_LANES_MIN_INPUT
+    return (_few_registers(isa) and in_channels >= CHANNELS_IN_LANES_MIN_INPUT
             and (taps > 1 or out_width % isa.lanes != 0))
 
 
@@ -258,7 +264,7 @@ def plane_as_row(in_hw: tuple[int, int], out_channels: int, isa: DotISA) -> bool
     padded = padded_width(h * w, isa)
     if w % isa.lanes == 0 or (padded - h * w) * 4 > padded:
         return False
-    if isa.registers <= 16:  # (a row tile of 8 accumulators at most: channels_in_lanes_first)
+    if _few_registers(isa):
         return (padded - h * w) * 16 <= padded
     return row_tile(isa, out_channels, h * w)["vectors"] > 1
 
