@@ -663,3 +663,24 @@ def test_strided_pointwise_convs_run_at_stride_one_on_the_pixels_they_read():
         bb.emit_func_output(out)
     kernels = [name for name in _tvm.module_functions(builder.fuse(bb.get())) if name != "main"]
     assert any("subsample" in k for k in kernels) == (HOST_ISA is not None), kernels
+
+
+def test_strided_depthwise_packs_each_columns_phases_and_row_pair_together():
+    # (phases outermost, LLVM copied the pack value by value: 2.2 times slower on 28x28 planes)
+    x_shape, o, k, options = CONVS["depthwise_stride_3"]
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
+    with dot_isa.emulating("avx2"), bb.function("main", [x]):
+        with bb.dataflow():
+            out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o, k,
+                                                    **options)(x)))
+        bb.emit_func_output(out)
+        fused = builder.fuse(bb.get())
+        scheduled = schedule.schedule_cpu(fused, schedule.plan_block, 1,
+                                          targets.as_target({"kind": "llvm", "mcpu": "znver3"}))
+    (script,) = [func.script() for name, func in _tvm.module_functions(scheduled).items()
+                 if "conv2d" in name]
+    pack = script[:script.index('T.sblock("x_pack")')].rsplit("\n    for ", 1)[-1]
+    # the column loop, then the three phases and the row pair unrolled inside it
+    assert "T.unroll(T.int64(3))" in pack and "T.unroll(T.int64(2))" in pack
+    assert pack.index("T.unroll(T.int64(3))") < pack.index("T.unroll(T.int64(2))")
