@@ -567,7 +567,7 @@ def te_depthwise_conv(x: Any, w: Any, isa: DotISA, x_zp: int, strides, dilation,
             * w[cc, ry, rx, rk].astype("int32"), axis=[ry, rx, rk]),
             name="acc_depthwise", attrs=plan)
     _, pairs, kw, _ = (int(d) for d in w.shape)
-    plan[DEPTHWISE]["phases"] = sw
+    plan[DEPTHWISE]["phases"] = sw  # the pack's column phases (schedule_depthwise: innermost)
     rows = (oh - 1) * sh + 2 * (pairs - 1) * dh + 1
     cols = owp + ((kw - 1) * dw) // sw
     # padded wide and tall enough for every read of the pack below, which then tests nothing
