@@ -344,19 +344,7 @@ def test_plane_tiles_leave_the_kernels_fused_consumers_whole_outputs_to_read():
 
 def test_row_form_packs_with_its_padding_in_one_pass_only_for_wide_unstrided_rows():
     def pad_in_pack(case, isa):
-        x_shape, o, k, options = CONVS[case]
-        bb = relax.BlockBuilder()
-        x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
-        with dot_isa.emulating(isa), bb.function("main", [x]):
-            with bb.dataflow():
-                out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o,
-                                                        k, **options)(x)))
-            bb.emit_func_output(out)
-            fused = builder.fuse(bb.get())
-        return [int(annotations[dot_isa.ROWS]["pad_in_pack"])
-                for name, func in _tvm.module_functions(fused).items() if "conv2d" in name
-                for annotations in schedule.root_block_annotations(func)
-                if dot_isa.ROWS in annotations]
+        return _row_plan(case, isa, "pad_in_pack")
 
     # 30 outputs: two 16-lane vectors; 16 outputs: one, or two 8-lane ones (on AVX2 a grouped
     # conv: one with whole vectors of output channels takes them in lanes there)
@@ -668,14 +656,8 @@ def test_strided_pointwise_convs_run_at_stride_one_on_the_pixels_they_read():
 def test_strided_depthwise_packs_each_columns_phases_and_row_pair_together():
     # (phases outermost, LLVM copied the pack value by value: 2.2 times slower on 28x28 planes)
     x_shape, o, k, options = CONVS["depthwise_stride_3"]
-    bb = relax.BlockBuilder()
-    x = relax.Var("x", _tvm.tensor_type(x_shape, "int8"))
-    with dot_isa.emulating("avx2"), bb.function("main", [x]):
-        with bb.dataflow():
-            out = bb.emit_output(bb.emit(_conv_call(np.random.default_rng(0), x_shape, o, k,
-                                                    **options)(x)))
-        bb.emit_func_output(out)
-        fused = builder.fuse(bb.get())
+    with dot_isa.emulating("avx2"):
+        fused = builder.fuse(_conv_op(np.random.default_rng(0), x_shape, o, k, **options).mod)
         scheduled = schedule.schedule_cpu(fused, schedule.plan_block, 1,
                                           targets.as_target({"kind": "llvm", "mcpu": "znver3"}))
     (script,) = [func.script() for name, func in _tvm.module_functions(scheduled).items()
