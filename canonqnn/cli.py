@@ -138,16 +138,21 @@ def cmd_convert(args) -> int:
 
 
 def cmd_build(args) -> int:
-    from .build import build, targets
+    from .build import build, remote, targets
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
-    # another architecture's code is written as object files, linked where it is loaded
-    suffix = ".so" if targets.is_host_arch(targets.as_target(args.target)) else ".tar"
-    out = _output_file(args.output or os.path.splitext(args.model)[0] + suffix)
-    if suffix == ".tar" and not out.endswith(".tar"):
-        raise CanonqnnError(f"{out}: a build for another architecture than this host's is "
-                            f"written as a .tar of object files (-o MODEL.tar)")
+    # another architecture's code is linked here by a cross compiler where there is one,
+    # else written as object files, linked where it is loaded
+    target = targets.as_target(args.target)
+    arch = targets.target_arch(target)
+    linked = targets.is_host_arch(target) or remote.cross_compiler(arch) is not None
+    out = _output_file(args.output or os.path.splitext(args.model)[0] +
+                       (".so" if linked else ".tar"))
+    if not linked and not out.endswith(".tar"):
+        raise CanonqnnError(f"{out}: {remote.cross_compiler_hint(arch)}; or write the build "
+                            f"as a .tar of object files (-o MODEL.tar), linked where it is "
+                            f"loaded")
     mod, report = _canonical(args.model, args.shape, args.numerics, args.outputs)
     tuning_dir = args.tuning_dir
     if args.tune and tuning_dir is None:
@@ -178,14 +183,26 @@ def cmd_run(args) -> int:
 
     out = _output_file(args.output or "outputs.npz")
     feeds = _parse_inputs(args.input) or {}
+    if args.reference and args.rpc:
+        raise CanonqnnError("--reference runs the numpy reference here; --rpc runs a built "
+                            "library on a device: give one of them")
     outputs = (_run_reference(args, feeds) if args.reference
-               else load_built(args.library).run(feeds))
+               else load_built(args.library, _device(args.rpc)).run(feeds))
     with replacing(out) as temp, open(temp, "wb") as f:  # a file object: savez adds no suffix
         np.savez(f, **outputs)
     for name, value in outputs.items():
         print(f"{name}: {value.dtype} {list(value.shape)}")
     print(f"wrote {out}")
     return 0
+
+
+def _device(address: str | None):
+    """The device ``--rpc`` names (a session with it), or None to run on this host."""
+    if address is None:
+        return None
+    from .build import remote
+
+    return remote.connect(address)
 
 
 def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -240,7 +257,7 @@ def cmd_parity(args) -> int:
     feeds = _parse_inputs(args.input)
     options = _load_options(args.shape, args.outputs)
     result = parity(args.model, feeds, runs=args.runs, seed=args.seed, target=args.target,
-                    numerics=args.numerics, **options)
+                    numerics=args.numerics, device=_device(args.rpc), **options)
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
@@ -350,6 +367,9 @@ def parser() -> argparse.ArgumentParser:
                                     "host CPU)")
     r.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
     r.add_argument("-o", "--output", help="outputs .npz (default outputs.npz)")
+    r.add_argument("--rpc", metavar="HOST:PORT[:KEY]",
+                   help="run the library on a device: an RPC server HOST:PORT, or a tracker "
+                        "HOST:PORT and the device KEY (docs/devices.md)")
     r.set_defaults(func=cmd_run)
 
     i = sub.add_parser("inspect", parents=[model_options],
@@ -370,7 +390,11 @@ def parser() -> argparse.ArgumentParser:
     pa.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz")
     pa.add_argument("--runs", type=int, default=3, help="random inputs when none are given")
     pa.add_argument("--seed", type=int, default=0)
-    pa.add_argument("--target", help="TVM target (default: host CPU)")
+    pa.add_argument("--target", help="TVM target (default: host CPU, or with --rpc the "
+                                     "device's)")
+    pa.add_argument("--rpc", metavar="HOST:PORT[:KEY]",
+                    help="build for a device, run the build and the source runtime there and "
+                         "compare (ONNX models; docs/devices.md)")
     pa.add_argument("--json", action="store_true", help="one JSON object on stdout")
     pa.set_defaults(func=cmd_parity)
 

@@ -42,7 +42,9 @@ class FormatModule(Protocol):
 
 # Optional beside them: ``runtime_tensors(model, profile)``, a function ``(names, feed) ->
 # {name: value}`` giving the source runtime's values of inner tensors of the model, with which
-# the first diverging layer is also compared with the runtime (ONNX has it).
+# the first diverging layer is also compared with the runtime (ONNX has it); and for parity on
+# a device (``--rpc``, a ``canonqnn.build.remote.Device``), ``device_runtimes(model, io,
+# profile, device)`` and ``device_profile(device)``, the runtime installed there (ONNX has them).
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,7 @@ from .. import _tvm, budget, numerics
 from .. import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from ..errors import CanonqnnError, VerificationError, first_line
 from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, replacing
-from . import executorch_float, integrity, isa, layout, pipeline, runtime, schedule, targets
+from . import executorch_float, integrity, isa, layout, pipeline, remote, runtime, schedule, targets
 from .form_tuning import choose_forms
 from .forms.choice import chosen
 from .report import LUT_KERNEL, KernelReport, from_fused_module
@@ -40,20 +41,23 @@ class Built:
     tuning: tuple[int, int] | None = None  # (kernels tuned by this build, found tuned) if tuned
     forms: tuple[int, int] | None = None  # (convs whose forms it measured, found measured)
     verification: Any = None  # a reference.Verification when built with verify=True
+    device: Any = None  # a remote.Device the library was loaded on (load_built(device=...))
 
     def __post_init__(self) -> None:
         self._vm: Any = None  # made at the first run: code of another architecture never loads here
-        self._foreign = targets.foreign_instructions(self.target)
+        self._foreign = [] if self.device else targets.foreign_instructions(self.target)
 
     def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._foreign:
             raise CanonqnnError(f"this build for {self.target} uses instructions this host's "
-                                f"CPU lacks ({', '.join(self._foreign)}): it cannot run here")
+                                f"CPU lacks ({', '.join(self._foreign)}): it cannot run here "
+                                f"(run it on a device with --rpc, docs/devices.md)")
         budget.check_run(self.io, self.kernels)  # before inputs are converted or outputs made
+        cpu = self.device.cpu() if self.device else None
         if self._vm is None:
-            self._vm = runtime.virtual_machine(self.module)
+            self._vm = runtime.virtual_machine(self.module, cpu)
         feed = checked_inputs(self.io, inputs)
-        args = [runtime.to_device(feed[info.name]) for info in self.io.inputs]
+        args = [runtime.to_device(feed[info.name], cpu) for info in self.io.inputs]
         result = runtime.to_numpy(self._vm["main"](*args))
         values = [result] if len(self.io.outputs) == 1 else list(result)
         return {info.name: np.asarray(v) for info, v in zip(self.io.outputs, values)}
@@ -67,13 +71,17 @@ class Built:
         CRC-32 and length refuse a damaged one before anything is linked."""
         path = os.fspath(path)
         arch = targets.target_arch(self.target)
+        fcompile = None
         if not targets.is_host_arch(self.target) and not path.endswith(".tar"):
-            raise CanonqnnError(f"cannot write the library {path}: this build is {arch} code, "
-                                f"which this host cannot link; write it as a .tar of object "
-                                f"files (the {arch} machine links it when it loads it)")
+            fcompile = remote.cross_compiler(arch)
+            if fcompile is None:
+                raise CanonqnnError(f"cannot write the library {path}: "
+                                    f"{remote.cross_compiler_hint(arch)}; or write it as a "
+                                    f".tar of object files (the {arch} machine links it when "
+                                    f"it loads it)")
         try:  # written and sealed beside it, then moved onto it: never seen half-written
             with replacing(path) as temp:
-                runtime.export_library(self.module, temp)
+                runtime.export_library(self.module, temp, fcompile)
                 if not path.endswith(".tar"):
                     integrity.seal(temp)
         except CanonqnnError:
@@ -198,26 +206,36 @@ def _require_tuning_packages() -> None:
         raise CanonqnnError(f"tuning needs {', '.join(missing)}: pip install 'canonqnn[tune]'")
 
 
-def load_built(path: str | os.PathLike) -> Built:
+def upload(built: Built, device: remote.Device) -> Built:
+    """``built`` loaded on ``device`` (linked here, uploaded, loaded there), to run there."""
+    with tempfile.TemporaryDirectory(prefix="canonqnn-") as folder:
+        return load_built(built.export(os.path.join(folder, "model.so")), device)
+
+
+def load_built(path: str | os.PathLike, device: remote.Device | None = None) -> Built:
     """Load a library written by ``Built.export`` (or ``canonqnn build``); one without its
     integrity record, truncated or modified since is refused before its code is loaded. A
-    ``.tar`` (object files) is linked here first."""
+    ``.tar`` (object files) is linked where it is loaded. With ``device`` (``remote.connect``)
+    it is uploaded and loaded there, and runs there."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise CanonqnnError(f"{path}: no such file")
     if not path.endswith(".tar"):
         integrity.check(path)
-    try:
-        module = runtime.load_library(path)
-    except Exception as exc:  # noqa: BLE001  (unpacking or linking a .tar: another arch's)
-        lines = dict.fromkeys(line.strip() for line in str(exc).splitlines() if line.strip())
-        detail = "; ".join(lines)
-        raise CanonqnnError(f"{path}: cannot load it here: {detail[:400]}") from None
-    vm = runtime.virtual_machine(module)
+    if device is not None:
+        module = remote.load(path, device)
+    else:
+        try:
+            module = runtime.load_library(path)
+        except Exception as exc:  # noqa: BLE001  (unpacking or linking a .tar: another arch's)
+            lines = dict.fromkeys(line.strip() for line in str(exc).splitlines() if line.strip())
+            detail = "; ".join(lines)
+            raise CanonqnnError(f"{path}: cannot load it here: {detail[:400]}") from None
+    vm = runtime.virtual_machine(module, device.cpu() if device else None)
     try:
         io = ModelIO.from_json(str(vm[IO_FUNCTION]()))
         kernels = KernelReport.from_json(str(vm[KERNELS_FUNCTION]()))
         target = str(vm[TARGET_FUNCTION]())  # a library for another CPU: run refuses it
     except Exception as exc:  # noqa: BLE001  (a library not built by canonqnn)
         raise CanonqnnError(f"{path}: not a canonqnn library ({exc})") from None
-    return Built(module, io, target, kernels)
+    return Built(module, io, target, kernels, device=device)

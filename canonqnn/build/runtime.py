@@ -12,8 +12,9 @@ import tvm
 from tvm import relax
 
 
-def virtual_machine(executable_or_module: Any) -> Any:
-    return relax.VirtualMachine(executable_or_module, tvm.cpu())
+def virtual_machine(executable_or_module: Any, device: Any = None) -> Any:
+    """The VM of a build on this host's CPU, or on ``device`` (a remote CPU, ``remote``)."""
+    return relax.VirtualMachine(executable_or_module, device or tvm.cpu())
 
 
 @contextlib.contextmanager
@@ -30,9 +31,9 @@ def quiet_native_log():
         os.close(saved)
 
 
-def export_library(executable: Any, path: str) -> None:
+def export_library(executable: Any, path: str, fcompile: Any = None) -> None:
     with quiet_native_log():
-        executable.export_library(path)
+        executable.export_library(path, fcompile=fcompile)
 
 
 def load_library(path: str) -> Any:
@@ -40,8 +41,10 @@ def load_library(path: str) -> Any:
         return tvm.runtime.load_module(path)
 
 
-def to_device(array: np.ndarray) -> Any:
-    return tvm.runtime.tensor(np.require(array, requirements="C"), tvm.cpu())  # keeps 0-d
+def to_device(array: np.ndarray, device: Any = None) -> Any:
+    """``array`` on this host's CPU, or on ``device`` (a remote CPU)."""
+    return tvm.runtime.tensor(np.require(array, requirements="C"),
+                              device or tvm.cpu())  # keeps 0-d
 
 
 def to_numpy(value: Any) -> Any:

@@ -16,6 +16,7 @@ import numpy as np
 from .. import budget, formats
 from ..api import _source_name, load
 from ..build import build
+from ..build.builder import upload
 from ..errors import CanonqnnError, ParityError
 from ..io import ModelIO, checked_inputs, module_io, nonfinite_inputs, random_inputs
 from ..numerics import get as get_profile
@@ -61,7 +62,8 @@ class ParityResult:
         lines = [f"reference: {self.reference}", f"target: {self.target}",
                  f"runs: {self.runs}"]
         if "numerics" in self.extra:
-            lines.append(f"numerics: {self.extra['numerics']} (this host's runtime: "
+            where = "the device's" if "device" in self.extra else "this host's"
+            lines.append(f"numerics: {self.extra['numerics']} ({where} runtime: "
                          f"{self.extra['runtime_numerics']})")
         lines += [f"note: {note}" for note in self.extra.get("notes", [])]
         if "nonfinite_inputs" in self.extra:
@@ -149,10 +151,22 @@ def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
     return same, worst, total, differing_feed
 
 
+def _device_oracle(model: Any, fq: Any, device: Any) -> formats.Format:
+    """The format of ``model`` (its FQ module ``fq``) where its oracle can run on a device."""
+    io = module_io(fq)
+    if io is None:
+        raise CanonqnnError("module has no recorded interface")
+    fmt = formats.get(io.source)
+    if getattr(fmt.implementation(), "device_runtimes", None) is None:
+        raise CanonqnnError(f"parity on a device (--rpc) compares with onnxruntime there: "
+                            f"{fmt.models} are not run on a device yet")
+    return fmt
+
+
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
            *, runs: int = 3, seed: int = 0, target: Any = None,
            input_shapes: dict[str, Any] | None = None, numerics: Any = None,
-           outputs: list[str] | None = None) -> ParityResult:
+           outputs: list[str] | None = None, device: Any = None) -> ParityResult:
     """Run the source runtime and the canonical TVM build on the same inputs and compare.
 
     The source runtimes are the format's (``canonqnn.formats``): onnxruntime for ONNX models,
@@ -164,11 +178,20 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     probed); the result names it and, where it is not the runtime's, how the two differ.
     ``outputs``: compare these tensors of the model (it is cut there, ``load``) instead of its
     outputs.
+    ``device``: a device (``canonqnn.build.remote.connect``) to run both on: the build, for
+    ``target`` (default: the device's CPU), and the source runtime installed there, whose
+    numerics the module is converted for by default (ONNX models).
     """
     from ..rewrites import canonicalize
 
     options = {k: v for k, v in (("input_shapes", input_shapes), ("outputs", outputs)) if v}
-    mod, report = canonicalize(load(model, **options), numerics=numerics)
+    fq = load(model, **options)
+    on_device = None
+    if device is not None:
+        on_device = _device_oracle(model, fq, device)
+        if numerics is None:
+            numerics = on_device.function("device_profile")(device).name
+    mod, report = canonicalize(fq, numerics=numerics)
     estimate = budget.check_module(mod, _source_name(model))
     io = module_io(mod)
     if io is None:
@@ -189,9 +212,17 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
         feeds = [random_inputs(io, seed + i) for i in range(runs)]
     else:
         feeds = [checked_inputs(io, feed) for feed in given]  # the runtimes see the same data
-    runtimes = fmt.function("runtimes")(model, io, module_profile)
+    if on_device is not None:
+        from ..build import remote
+
+        target = target or remote.device_target(device)
+        runtimes = on_device.function("device_runtimes")(model, io, module_profile, device)
+    else:
+        runtimes = fmt.function("runtimes")(model, io, module_profile)
     try:
         built = build(mod, target)
+        if device is not None:
+            built = upload(built, device)
         same, worst, total, differing_feed = _run_and_compare(io, built, runtimes, feeds)
     finally:
         for runtime in runtimes:
@@ -204,18 +235,25 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
              "outputs": [o.__dict__ for o in outs] if r.run is not None else []}
             for r, outs in zip(runtimes[1:], per_runtime[1:])]
     extra: dict[str, Any] = {"numerics": report.numerics}
+    if device is not None:
+        extra["device"] = {"address": device.address, "machine": device.machine}
     if io.notes:  # e.g. an ONNX input's dynamic batch dimension set to 1
         extra["notes"] = io.notes
     if nonfinite := nonfinite_inputs(feeds):
         extra["nonfinite_inputs"] = nonfinite
-    runtime_profile = source_profile(io.source)
+    runtime_profile = (on_device.function("device_profile")(device) if on_device is not None
+                       else source_profile(io.source))
     extra["runtime_numerics"] = runtime_profile.name
     if module_profile.name != runtime_profile.name:
         extra["numerics_differences"] = module_profile.differences(runtime_profile) or [
             "none in the arithmetic choices the profiles name"]
     if also:
         extra["also_compared"] = also
-    if differing_feed is not None:
+    if differing_feed is not None and device is not None:
+        extra["first_divergence_summary"] = (
+            "first diverging layer: not searched on a device (the search builds and runs each "
+            "layer alone: run parity on a host of the device's architecture)")
+    elif differing_feed is not None:
         from .divergence import first_divergence
 
         tensors = getattr(fmt.implementation(), "runtime_tensors", None)

@@ -125,3 +125,68 @@ def runtime_tensors(model: Any, profile: Any):
             source.close()
 
     return run
+
+
+# ---------------------------------------------------------------- onnxruntime on a device
+def device_profile(device: Any) -> Any:
+    """The numerics profile of onnxruntime on ``device`` (``canonqnn.build.remote.Device``), found
+    as ``runtime.profile`` finds this host's: by its machine, and on x86 by the probe run there."""
+    version = device.runtimes.get("onnxruntime")
+    if version is None or device.machine is None:
+        raise ParityError(f"the device at {device.address} has no onnxruntime (pip install "
+                          f"onnxruntime=={runtime.ORT_VERSION}.* there) or does not say "
+                          f"(run canonqnn's device server there)")
+
+    def pair_sum() -> int:
+        return int(_on_device(device, runtime.probe_model(), runtime.PROBE_FEED, ["Y"],
+                              (runtime.ORT_CONFIG,), 0)[0].reshape(()))
+
+    return runtime.profile_of(version, device.machine, pair_sum)
+
+
+def device_runtimes(model: Any, io: Any, profile: Any, device: Any) -> list[SourceRuntime]:
+    """onnxruntime on ``device``, run by its device server (``canonqnn.build.device_server``) on
+    ``model`` as parity runs it here (``runtimes``: the same session settings and threads)."""
+    names = [o.name for o in io.outputs]
+    proto, found = expose_tensors(model, names)
+    if found != names:
+        raise ParityError(f"onnxruntime cannot return {sorted(set(names) - set(found))}")
+    data = proto.SerializeToString()
+    source = SourceRuntime(f"onnxruntime on the device at {device.address}", None)
+
+    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        outputs = _on_device(device, data, feed, names, runtime.ORT_CONFIGS, profile.threads)
+        source.description = f"{outputs.pop()} (the device at {device.address})"
+        return outputs
+
+    source.run = run
+    return [source]
+
+
+def _on_device(device: Any, model: bytes, feed: dict[str, np.ndarray], names: list[str],
+               configs: Any, threads: int | None) -> list[Any]:
+    """The outputs ``names`` of onnxruntime on the device, then its session's description."""
+    import io
+    import json
+
+    from canonqnn.build.device_server import DESCRIPTION, PREFIX
+
+    buffer = io.BytesIO()
+    np.savez(buffer, **feed)
+    run_there = device.function(PREFIX + "onnxruntime")
+    try:
+        blob = run_there(bytearray(model), bytearray(buffer.getvalue()), json.dumps(names),
+                         json.dumps(list(configs)), int(threads or 0))
+    except Exception as exc:  # noqa: BLE001  (the device's error, carried by TVM's RPC)
+        raise ParityError(f"onnxruntime on the device at {device.address} failed: "
+                          f"{_remote_error(exc)}") from None
+    with np.load(io.BytesIO(bytes(blob)), allow_pickle=False) as arrays:
+        return [arrays[f"arr_{k}"] for k in range(len(names))] + [str(arrays[DESCRIPTION])]
+
+
+def _remote_error(exc: Exception) -> str:
+    """The device's own message in an error TVM's RPC carried back (its last line that says
+    something), else the error's first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    said = [line for line in lines if "Error" in line and ":" in line]
+    return said[-1] if said else first_line(exc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import platform
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,8 @@ from canonqnn.numerics import ORT_VERSION, PROFILES, Profile, UnsupportedNumeric
 # onnxruntime session entries parity runs with (docs/parity.md): QDQ fusion for int8 too, and
 # constant int8 weights of u8 x s8 products converted to uint8 on x86 without VNNI.
 ORT_CONFIG = {"session.qdqisint8allowed": "1", "session.x64quantprecision": "1"}
+# ... tried in this order: onnxruntime has no s8s8 kernels under x64quantprecision
+ORT_CONFIGS = (ORT_CONFIG, {"session.qdqisint8allowed": "1"})
 
 # u8 [255, 255] x runtime s8 [127, 127]: 64770 summed exactly, 32767 when the pair sum
 # saturates to int16 (MLAS vpmaddubsw, x86 without VNNI).
@@ -52,7 +55,7 @@ def session(model: bytes, threads: int | None = None) -> tuple[Any, str]:
     import onnxruntime as ort
 
     errors = []
-    for config in (ORT_CONFIG, {"session.qdqisint8allowed": "1"}):
+    for config in ORT_CONFIGS:
         so = ort_session_options(config, threads)
         try:
             made = ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
@@ -73,10 +76,10 @@ def onnxruntime_runner(model: bytes, names: list[str], threads: int | None) -> t
     return (lambda feed: made.run(names, feed)), description
 
 
-def _matmul_integer_probe() -> int:
-    """onnxruntime's MatMulInteger of the pair above, with B a graph input."""
+def probe_model() -> bytes:
+    """MatMulInteger of the pair above, with B a graph input (``Y`` its result): what it sums
+    tells onnxruntime's arithmetics apart."""
     import onnx
-    import onnxruntime as ort
     from onnx import TensorProto, helper
 
     graph = helper.make_graph(
@@ -87,10 +90,19 @@ def _matmul_integer_probe() -> int:
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 10
     onnx.checker.check_model(model)
-    probe = ort.InferenceSession(model.SerializeToString(), ort_session_options(ORT_CONFIG),
+    return model.SerializeToString()
+
+
+PROBE_FEED = {"A": _PAIR[0], "B": _PAIR[1]}
+
+
+def _matmul_integer_probe() -> int:
+    """onnxruntime's sum of the probe here."""
+    import onnxruntime as ort
+
+    probe = ort.InferenceSession(probe_model(), ort_session_options(ORT_CONFIG),
                                  providers=["CPUExecutionProvider"])
-    a, b = _PAIR
-    return int(probe.run(["Y"], {"A": a, "B": b})[0].reshape(()))
+    return int(probe.run(["Y"], PROBE_FEED)[0].reshape(()))
 
 
 @functools.cache
@@ -100,15 +112,21 @@ def profile() -> Profile:
     from CPU flags."""
     import onnxruntime as ort
 
-    if not ort.__version__.startswith(ORT_VERSION + "."):
-        raise UnsupportedNumerics(f"onnxruntime {ort.__version__} is installed; the profiles "
+    return profile_of(ort.__version__, platform.machine(), _matmul_integer_probe)
+
+
+def profile_of(version: str, machine: str, pair_sum_of_probe: Callable[[], int]) -> Profile:
+    """The profile of onnxruntime ``version`` on a ``machine`` (``platform.machine()``) whose
+    onnxruntime sums ``probe_model`` as ``pair_sum_of_probe()`` says (asked on x86 only)."""
+    if not version.startswith(ORT_VERSION + "."):
+        raise UnsupportedNumerics(f"onnxruntime {version} is installed; the profiles "
                                   f"describe {ORT_VERSION}")
-    machine = platform.machine().lower()
+    machine = machine.lower()
     if machine in ("aarch64", "arm64"):
         return PROFILES[f"onnxruntime-{ORT_VERSION}-arm64"]
     if machine not in ("x86_64", "amd64"):
         raise UnsupportedNumerics(f"no onnxruntime numerics profile for {machine} hosts")
-    pair_sum = _matmul_integer_probe()
+    pair_sum = pair_sum_of_probe()
     if pair_sum == PAIR_SATURATED:
         return PROFILES[f"onnxruntime-{ORT_VERSION}-x86-avx2"]
     if pair_sum == PAIR_EXACT:

@@ -102,16 +102,19 @@ def test_a_build_for_a_cpu_with_instructions_the_host_lacks_is_refused_at_run(ad
     with pytest.raises(CanonqnnError) as info:
         built.run(FEED)
     assert str(info.value) == (f"this build for {built.target} uses instructions this host's "
-                               f"CPU lacks ({', '.join(foreign)}): it cannot run here")
+                               f"CPU lacks ({', '.join(foreign)}): it cannot run here (run it "
+                               f"on a device with --rpc, docs/devices.md)")
 
 
-def test_a_build_for_another_architecture_compiles_and_is_refused_at_run(add_module, tmp_path):
+def test_a_build_for_another_architecture_compiles_and_is_refused_at_run(add_module, tmp_path,
+                                                                        monkeypatch):
+    monkeypatch.setenv("CANONQNN_CROSS_CC", "no-such-cross-compiler")
     built = canonqnn.build(add_module, "llvm -mtriple=aarch64-linux-gnu -mattr=+neon")
     assert targets.foreign_instructions(built.target) == ["aarch64"]
     with pytest.raises(CanonqnnError, match=r"lacks \(aarch64\): it cannot run here"):
         built.run(FEED)
-    with pytest.raises(CanonqnnError, match="this build is aarch64 code, which this host "
-                                            "cannot link; write it as a .tar"):
+    with pytest.raises(CanonqnnError, match="aarch64 code needs a C cross compiler on this "
+                                            "host to link it .*; or write it as a .tar"):
         built.export(tmp_path / "m.so")
     library = built.export(tmp_path / "m.tar")  # object files, linked where they are loaded
     with pytest.raises(CanonqnnError, match="cannot load it here: .*file in wrong format"):

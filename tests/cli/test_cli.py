@@ -79,12 +79,16 @@ def test_convert_build_run_keep_names_and_match_parity_inputs(tmp_path, quantize
     assert logits.shape == ref.shape
 
 
-def test_build_for_another_architecture_writes_object_files(tmp_path, quantized_model, capsys):
+def test_build_for_another_architecture_without_a_cross_compiler_writes_object_files(
+        tmp_path, quantized_model, capsys, monkeypatch):
+    monkeypatch.setenv("CANONQNN_CROSS_CC", "no-such-cross-compiler")
     model_path = _save(quantized_model("mobilenet_v1", "qdq", "u8", True), tmp_path / "m.onnx")
     target = "llvm -mtriple=aarch64-linux-gnu -mattr=+neon,+dotprod"
     assert main(["build", model_path, "--target", target, "-o", str(tmp_path / "m.so")]) == \
         EXIT_ERROR
-    assert "is written as a .tar of object files (-o MODEL.tar)" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "needs a C cross compiler on this host to link it" in err
+    assert "or write the build as a .tar of object files (-o MODEL.tar)" in err
     assert main(["build", model_path, "--target", target]) == 0  # default: MODEL.tar
     assert f"wrote {tmp_path / 'm.tar'}" in capsys.readouterr().out
     with tarfile.open(tmp_path / "m.tar") as tar:

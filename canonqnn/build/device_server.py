@@ -1,0 +1,140 @@
+"""The device side of ``--rpc``: a TVM RPC server that can also run the source runtime there.
+
+Run it on the device, where TVM's runtime (``apache-tvm``) and numpy are installed::
+
+    python device_server.py --host 0.0.0.0 --port 9190                  # a server
+    python device_server.py --tracker TRACKER:9190 --key rasp4 --port 9190  # behind a tracker
+
+The file imports nothing of canonqnn (copy it to a device that has only TVM); where canonqnn is
+installed, ``python -m canonqnn.build.device_server`` is the same. Besides TVM's own RPC
+functions (upload, load a library, run it) the sessions it serves have
+``canonqnn.device.describe`` (the machine, TVM's version, which runtimes are installed) and
+``canonqnn.device.onnxruntime`` (an ONNX model run by onnxruntime's default session on the
+device, for ``parity --rpc``).
+
+TVM's ``rpc_server`` starts its listener in a new interpreter and serves each session in a
+fork of it; this server listens in its own process instead, so each session's fork has the
+functions registered here, and it needs no new interpreter (under user-mode emulation, where
+an emulated program cannot start another, that is what makes it run at all).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import platform
+import signal
+import sys
+import threading
+from typing import Any
+
+PREFIX = "canonqnn.device."
+DESCRIPTION = "description"  # the entry of a runtime's outputs that describes the runtime
+
+
+def describe() -> str:
+    """The device as JSON: machine, Python and TVM versions, the runtimes installed."""
+    import tvm
+
+    runtimes = {}
+    for name in ("onnxruntime", "ai_edge_litert", "tflite_runtime"):
+        try:
+            runtimes[name] = getattr(__import__(name), "__version__", "installed")
+        except ImportError:
+            continue
+    return json.dumps({"machine": platform.machine(), "python": platform.python_version(),
+                       "tvm": tvm.__version__, "runtimes": runtimes,
+                       "features": cpu_features()})
+
+
+def cpu_features() -> list[str]:
+    """The CPU's features as Linux lists them (AArch64: ``asimddp`` is the dot product)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in ("Features", "flags"):
+                    return value.split()
+    except OSError:
+        pass
+    return []
+
+
+def run_onnxruntime(model: bytearray, inputs: bytearray, names: str, configs: str,
+                    threads: int) -> bytearray:
+    """Run an ONNX model (its bytes) by onnxruntime's CPU session with all graph optimizations
+    on ``inputs`` (an ``.npz`` in bytes), returning the outputs ``names`` (a JSON list) and,
+    under ``DESCRIPTION``, the session's description, as an ``.npz`` in bytes. ``configs`` is a
+    JSON list of session config entries, each tried in turn until a session loads (as parity
+    runs onnxruntime here, ``canonqnn.frontends.onnx.runtime``); ``threads`` 0 for its default."""
+    import numpy as np
+    import onnxruntime as ort
+
+    feeds = dict(np.load(io.BytesIO(bytes(inputs)), allow_pickle=False))
+    errors = []
+    for config in json.loads(configs):
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        if threads:
+            options.intra_op_num_threads = threads
+        for key, value in config.items():
+            options.add_session_config_entry(key, value)
+        try:
+            session = ort.InferenceSession(bytes(model), options,
+                                           providers=["CPUExecutionProvider"])
+        except Exception as exc:  # noqa: BLE001  (onnxruntime raises its own types)
+            errors.append(str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc))
+            continue
+        settings = ", ".join(f"{k}={v}" for k, v in config.items())
+        described = (f"onnxruntime {ort.__version__} CPU on {platform.machine()}, "
+                     f"ORT_ENABLE_ALL, {settings}" + (f", {threads} intra-op threads"
+                                                      if threads else ""))
+        outputs = session.run(json.loads(names), feeds)
+        buffer = io.BytesIO()
+        arrays: dict[str, Any] = {f"arr_{k}": v for k, v in enumerate(outputs)}
+        arrays[DESCRIPTION] = np.array(described)
+        np.savez(buffer, **arrays)
+        return bytearray(buffer.getvalue())
+    raise RuntimeError("onnxruntime cannot run this model: " + "; ".join(errors))
+
+
+def register() -> None:
+    import tvm
+
+    tvm.register_global_func(PREFIX + "describe", describe, override=True)
+    tvm.register_global_func(PREFIX + "onnxruntime", run_onnxruntime, override=True)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
+                                                       "127.0.0.1; 0.0.0.0 for the network)")
+    p.add_argument("--port", type=int, default=9190, help="first port to try (default 9190)")
+    p.add_argument("--port-end", type=int, default=9199, help="last port to try")
+    p.add_argument("--tracker", metavar="HOST:PORT", help="register with this RPC tracker")
+    p.add_argument("--key", default="", help="device key the tracker hands out")
+    args = p.parse_args(argv)
+    tracker = None
+    if args.tracker:
+        host, _, port = args.tracker.rpartition(":")
+        tracker = (host, int(port))
+    register()
+    from tvm.rpc import server
+
+    # the listener in this process (TVM's Server starts it in a new interpreter): each
+    # session is a fork of it, with the functions registered above
+    state = server.PopenRPCServerState(args.host, port=args.port, port_end=args.port_end,
+                                       tracker_addr=tracker, key=args.key)
+    print(f"serving on {args.host}:{state.port}", flush=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

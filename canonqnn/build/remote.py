@@ -1,0 +1,158 @@
+"""Devices reached through TVM's RPC (``--rpc``): build here, run there.
+
+``connect("HOST:PORT")`` opens a session with an RPC server (``tvm.rpc.connect``),
+``connect("HOST:PORT:KEY")`` asks the tracker at HOST:PORT for a device of that key
+(``tvm.rpc.connect_tracker(...).request``). ``canonqnn.build.device_server`` is the server to run
+on a device: TVM's own, plus the functions that describe the device and run the source runtime
+there (``parity --rpc``); a plain ``python -m tvm.exec.rpc_server`` runs builds too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import tvm
+from tvm import rpc
+
+from ..errors import CanonqnnError, first_line
+from .device_server import PREFIX
+
+FORMS = "HOST:PORT (an RPC server) or HOST:PORT:KEY (an RPC tracker and a device key)"
+CONNECT_SECONDS = 60  # a tracker's queue is waited on that long for a free device
+# the C compiler that links a shared library for an architecture this host is not, and the
+# Debian packages it and the C library's start files come in
+CROSS_COMPILERS = {"aarch64": ("aarch64-linux-gnu-gcc",
+                               "gcc-aarch64-linux-gnu libc6-dev-arm64-cross")}
+CROSS_COMPILER_VAR = "CANONQNN_CROSS_CC"
+
+
+@dataclass
+class Device:
+    """A session with a device, and what its server says of it (``machine`` is None where a
+    plain TVM server does not say)."""
+
+    address: str
+    session: Any  # tvm.rpc.RPCSession
+    machine: str | None
+    runtimes: dict[str, str]
+    features: list[str]
+
+    def cpu(self) -> Any:
+        return self.session.cpu()
+
+    def function(self, name: str) -> Any:
+        """A function of the device's server, or a clear error naming what it lacks."""
+        try:
+            return self.session.get_function(name)
+        except Exception:  # noqa: BLE001  (TVM's RPC raises its own error types)
+            raise CanonqnnError(f"the device at {self.address} has no {name}: run "
+                                f"canonqnn's device server there (python -m "
+                                f"canonqnn.build.device_server, docs/devices.md)") from None
+
+
+def parse(address: str) -> tuple[str, int, str | None]:
+    """``(host, port, key)`` of ``--rpc``'s value; key None for a server."""
+    parts = address.split(":")
+    if len(parts) not in (2, 3) or not parts[0] or not parts[1].isdigit() or \
+            not 0 < int(parts[1]) < 65536 or (len(parts) == 3 and not parts[2]):
+        raise CanonqnnError(f"--rpc {address!r}: expected {FORMS}")
+    return parts[0], int(parts[1]), parts[2] if len(parts) == 3 else None
+
+
+def connect(address: str) -> Device:
+    """A session with the device at ``address`` (``FORMS``)."""
+    host, port, key = parse(address)
+    try:
+        if key is None:
+            session = rpc.connect(host, port)
+        else:
+            tracker = rpc.connect_tracker(host, port)
+            keys = sorted(tracker.summary().get("queue_info", {}))
+            if key not in keys:
+                raise CanonqnnError(f"--rpc {address}: the tracker at {host}:{port} has no "
+                                    f"device of key {key!r} (its keys: "
+                                    f"{', '.join(keys) or 'none'})")
+            session = tracker.request(key, max_retry=1, session_timeout=0)
+    except CanonqnnError:
+        raise
+    except Exception as exc:  # noqa: BLE001  (socket errors, TVM's RPC errors)
+        what = "RPC server" if key is None else "RPC tracker"
+        raise CanonqnnError(f"--rpc {address}: cannot reach the {what} at {host}:{port}: "
+                            f"{first_line(exc)}") from None
+    described: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a plain TVM server: nothing said of the device
+        described = json.loads(str(session.get_function(PREFIX + "describe")()))
+    return Device(address, session, described.get("machine"), described.get("runtimes", {}),
+                  described.get("features", []))
+
+
+# ELF's e_machine codes of the architectures canonqnn builds for
+ELF_MACHINES = {62: "x86_64", 183: "aarch64"}
+
+
+def library_arch(path: str) -> str | None:
+    """The architecture of a shared library's code, from its ELF header (None for another
+    file: a ``.tar`` of object files)."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    if len(header) < 20 or not header.startswith(b"\x7fELF"):
+        return None
+    return ELF_MACHINES.get(struct.unpack_from("<H", header, 18)[0], "another architecture")
+
+
+def load(path: str, device: Device) -> Any:
+    """Upload the library at ``path`` and load it on ``device`` (a ``.tar`` is linked there,
+    which needs a compiler on the device)."""
+    arch = library_arch(path)
+    if device.machine is not None and arch is not None and arch != device.machine:
+        raise CanonqnnError(f"{path} is {arch} code and the device at {device.address} is "
+                            f"{device.machine}: build it with a --target for the device (e.g. "
+                            f"\"llvm -mtriple={device.machine}-linux-gnu\")")
+    name = os.path.basename(path)
+    try:
+        device.session.upload(path, name)
+        return device.session.load_module(name)
+    except Exception as exc:  # noqa: BLE001  (the device's loader or linker)
+        raise CanonqnnError(f"{path}: the device at {device.address} cannot load it: "
+                            f"{first_line(exc)}") from None
+
+
+def cross_compiler(arch: str) -> Any:
+    """TVM's ``fcompile`` that links a shared library for ``arch`` on this host: the compiler
+    in ``$CANONQNN_CROSS_CC``, else the GNU cross compiler Debian names for it; None if there is
+    none (a ``.tar`` is written instead, linked where it is loaded)."""
+    from tvm.support import cc
+
+    compiler = os.environ.get(CROSS_COMPILER_VAR) or CROSS_COMPILERS.get(arch, ("",))[0]
+    if not compiler or shutil.which(compiler) is None:
+        return None
+    return cc.cross_compiler(compiler)
+
+
+def cross_compiler_hint(arch: str) -> str:
+    """What to install (or set) for ``cross_compiler(arch)``."""
+    known = CROSS_COMPILERS.get(arch)
+    install = f"Debian/Ubuntu: apt-get install {known[1]}, or name" if known else "name"
+    return (f"a shared library of {arch} code needs a C cross compiler on this host to link "
+            f"it ({install} one in ${CROSS_COMPILER_VAR})")
+
+
+def tensor(array: Any, device: Device) -> Any:
+    return tvm.runtime.tensor(array, device.cpu())
+
+
+def device_target(device: Device) -> str:
+    """The LLVM target of ``device``'s CPU, from what its server says: AArch64 with NEON, and
+    the dot product where Linux lists ``asimddp``; an x86 device the host's own CPU needs
+    ``--target`` (its features are not read from the device)."""
+    if device.machine == "aarch64":
+        dot = ",+dotprod" if "asimddp" in device.features else ""
+        return f"llvm -mtriple=aarch64-linux-gnu -mattr=+neon{dot}"
+    raise CanonqnnError(f"give --target for the device at {device.address} "
+                        f"({device.machine or 'its server does not say what CPU it is'})")
