@@ -41,6 +41,9 @@ LAYERS: dict[str, list[str]] = {
     # The build: TVM's pipeline, kernel forms, schedules and tuning, driven from one package
     # (so it calls TVM itself); it knows no model format and no rule.
     "build": ["canonqnn.build.*"],
+    # The server run on a device (``--rpc``): one file to copy there, beside TVM and the source
+    # runtimes, so it imports nothing of canonqnn; the host's side reads its names.
+    "device": ["canonqnn.build.device_server"],
     # DPL patterns of the canonical ops, for backend authors.
     "patterns": ["canonqnn.patterns.*"],
     # The oracle's plain part: child processes, and a source runtime as parity holds it.
@@ -79,7 +82,8 @@ MAY_IMPORT: dict[str, list[str]] = {
     "tables": ["base"],
     "tvm": ["base"],
     "core": ["base", "tvm"],
-    "build": _CORE,
+    "build": [*_CORE, "device"],
+    "device": [],
     "patterns": _CORE,
     "oracle": ["base"],
     # A runtime runs in the oracle's children and keeps its setup's messages quiet there.
@@ -88,7 +92,9 @@ MAY_IMPORT: dict[str, list[str]] = {
     "runtimes.torch": ["base", "oracle", "tables"],  # the probe compares with XNNPACK's tables
     "frontends": _CORE,
     # A format's oracle on parity's side makes children (``oracle``) running its runtime.
-    **{f: [*_CORE, "frontends", "oracle", r, b] for f, r, b in zip(_FORMATS, _RUNTIMES, _BRIDGES)},
+    # ``device``: the names of the device server's functions, for parity on a device.
+    **{f: [*_CORE, "frontends", "oracle", r, b, "device"]
+       for f, r, b in zip(_FORMATS, _RUNTIMES, _BRIDGES)},
     **{b: ["base", "tvm"] for b in _BRIDGES},
     "rewrites": [*_CORE, "tables"],
     # tvm: a canonical module is read (``tflite_from_canonical``) to be written as TFLite.
@@ -116,6 +122,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "rewrites": set(),
     "tvm": {"tvm", "tvm_ffi"},
     "build": {"tvm"},
+    "device": {"tvm", "onnxruntime"},
     "tvm.onnx": {"tvm"},
     # tflite: TVM's own TFLite converters (float regions) read the schema package's Model.
     "tvm.tflite": {"tvm", "tflite"},
@@ -251,7 +258,8 @@ def test_the_matrix_keeps_the_design():
     # The core knows no format and no rule; frontends and rewrites never import each other,
     # nor the user layer; fixtures stay out of everything but the user layer; only the TVM
     # layer, the build and the formats' TVM bridges import TVM; the source runtimes import
-    # neither TVM nor the core, and a format reaches its own runtime and bridge only.
+    # neither TVM nor the core, and a format reaches its own runtime and bridge only. The
+    # device server imports nothing of canonqnn (it is copied to devices on its own).
     above_core = {"frontends", *_FORMATS, *_RUNTIMES, "rewrites", "patterns", "testing", "user"}
     for layer in ("base", "tables", "tvm", "core", "build", "oracle", *_RUNTIMES, *_BRIDGES):
         assert not above_core & set(MAY_IMPORT[layer]), layer
@@ -266,7 +274,8 @@ def test_the_matrix_keeps_the_design():
         set(MAY_IMPORT["rewrites"])
     assert [layer for layer in LAYERS if "testing" in MAY_IMPORT[layer]] == ["user"]
     assert {layer for layer in LAYERS if "tvm" in THIRD_PARTY[layer]} == {"tvm", "build",
-                                                                           *_BRIDGES}
+                                                                           "device", *_BRIDGES}
+    assert MAY_IMPORT["device"] == []
 
 
 def test_a_module_in_no_layer_is_reported():

@@ -24,6 +24,7 @@ import argparse
 import contextlib
 import io
 import json
+import os
 import platform
 import signal
 import sys
@@ -133,7 +134,10 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    return 0
+    # the listener's thread never returns (TVM's), and Python waits for it at exit: leave now
+    # (a session being served is a process of its own, ended by its client)
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

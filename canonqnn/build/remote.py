@@ -147,12 +147,25 @@ def tensor(array: Any, device: Device) -> Any:
     return tvm.runtime.tensor(array, device.cpu())
 
 
+# Linux's names of the CPU features the kernels use (/proc/cpuinfo) -> LLVM's
+LLVM_FEATURES = {
+    "aarch64": {"asimd": "neon", "asimddp": "dotprod"},
+    "x86_64": {"ssse3": "ssse3", "sse4_1": "sse4.1", "sse4_2": "sse4.2", "popcnt": "popcnt",
+               "avx": "avx", "avx2": "avx2", "fma": "fma", "f16c": "f16c", "bmi1": "bmi",
+               "bmi2": "bmi2", "avx512f": "avx512f", "avx512bw": "avx512bw",
+               "avx512vl": "avx512vl", "avx512dq": "avx512dq", "avx512cd": "avx512cd",
+               "avx512_vnni": "avx512vnni", "avx_vnni": "avxvnni"},
+}
+
+
 def device_target(device: Device) -> str:
-    """The LLVM target of ``device``'s CPU, from what its server says: AArch64 with NEON, and
-    the dot product where Linux lists ``asimddp``; an x86 device the host's own CPU needs
-    ``--target`` (its features are not read from the device)."""
-    if device.machine == "aarch64":
-        dot = ",+dotprod" if "asimddp" in device.features else ""
-        return f"llvm -mtriple=aarch64-linux-gnu -mattr=+neon{dot}"
-    raise CanonqnnError(f"give --target for the device at {device.address} "
-                        f"({device.machine or 'its server does not say what CPU it is'})")
+    """The LLVM target of ``device``'s CPU, from the features its server reads there (Linux's
+    ``/proc/cpuinfo``): its architecture with the features the kernels use (AArch64: NEON and
+    the dot product; x86: SSE to AVX-512 and VNNI), LLVM's generic CPU otherwise."""
+    names = LLVM_FEATURES.get(device.machine or "")
+    if names is None:
+        raise CanonqnnError(f"give --target for the device at {device.address} "
+                            f"({device.machine or 'its server does not say what CPU it is'})")
+    features = ",".join(f"+{names[f]}" for f in sorted(set(device.features) & set(names)))
+    return f"llvm -mtriple={device.machine}-linux-gnu" + (f" -mattr={features}"
+                                                          if features else "")

@@ -131,11 +131,14 @@ def runtime_tensors(model: Any, profile: Any):
 def device_profile(device: Any) -> Any:
     """The numerics profile of onnxruntime on ``device`` (``canonqnn.build.remote.Device``), found
     as ``runtime.profile`` finds this host's: by its machine, and on x86 by the probe run there."""
+    if device.machine is None:
+        raise ParityError(f"the device at {device.address} does not say what it runs: start "
+                          f"canonqnn's device server there (python -m "
+                          f"canonqnn.build.device_server, docs/devices.md)")
     version = device.runtimes.get("onnxruntime")
-    if version is None or device.machine is None:
-        raise ParityError(f"the device at {device.address} has no onnxruntime (pip install "
-                          f"onnxruntime=={runtime.ORT_VERSION}.* there) or does not say "
-                          f"(run canonqnn's device server there)")
+    if version is None:
+        raise ParityError(f"the device at {device.address} has no onnxruntime: pip install "
+                          f"onnxruntime=={runtime.ORT_VERSION}.* there")
 
     def pair_sum() -> int:
         return int(_on_device(device, runtime.probe_model(), runtime.PROBE_FEED, ["Y"],
