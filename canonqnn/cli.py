@@ -142,6 +142,9 @@ def cmd_build(args) -> int:
 
     if args.tune < 0:
         raise CanonqnnError(f"--tune {args.tune}: the number of trials must be 0 or more")
+    device = _device(args.rpc)
+    if device is not None:
+        _for_device(args, device)
     # another architecture's code is linked here by a cross compiler where there is one,
     # else written as object files, linked where it is loaded
     target = targets.as_target(args.target)
@@ -157,10 +160,14 @@ def cmd_build(args) -> int:
     tuning_dir = args.tuning_dir
     if args.tune and tuning_dir is None:
         tuning_dir = os.path.splitext(out)[0] + ".tuning"  # next to the library, reused
-    built = build(mod, args.target, tune=args.tune, tuning_dir=tuning_dir, verify=args.verify)
+    built = build(mod, args.target, tune=args.tune, tuning_dir=tuning_dir, verify=args.verify,
+                  device=device)
     built.export(out)
     print(report.summary())
     print(f"target: {built.target}")
+    if device is not None:
+        print(f"device: {device.address} ({device.machine or 'a plain TVM server'}): "
+              + ("verified there" if args.verify else "loaded and ran there"))
     if built.verification is not None:
         print(built.verification.summary())
     if built.tuning is not None:
@@ -171,6 +178,8 @@ def cmd_build(args) -> int:
         measured, recorded = built.forms
         foreign = targets.foreign_instructions(built.target) if args.tune else []
         why = f" (none measured: this CPU lacks {', '.join(foreign)})" if foreign else ""
+        if args.tune and device is not None:
+            why = " (none measured: conv forms are timed on this machine only, not on a device)"
         print(f"conv forms: {measured} conv shapes measured, {recorded} reused from "
               f"{tuning_dir}{why}")
     print(f"wrote {out}")
@@ -203,6 +212,22 @@ def _device(address: str | None):
     from .build import remote
 
     return remote.connect(address)
+
+
+def _for_device(args, device) -> None:
+    """``build --rpc``'s defaults: the device's CPU, and the numerics of the model's runtime
+    there (where its format can ask the device; else this host's, said in a note)."""
+    from .build import remote
+    from .oracle.parity import device_numerics
+
+    if args.target is None:
+        args.target = remote.device_target(device)
+    if args.numerics is None and not args.model.endswith(".json"):
+        args.numerics = device_numerics(args.model, device)
+        if args.numerics is None:
+            print("canonqnn: note: the numerics of this model's runtime on the device are not "
+                  "probed there yet: converted for this host's (--numerics to choose)",
+                  file=sys.stderr)
 
 
 def _run_reference(args, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -355,6 +380,9 @@ def parser() -> argparse.ArgumentParser:
                         "inputs; fails naming every kernel that differs")
     b.add_argument("--tuning-dir", metavar="DIR",
                    help="MetaSchedule database to use (default with --tune: OUTPUT.tuning)")
+    b.add_argument("--rpc", metavar="HOST:PORT[:KEY]",
+                   help="build for a device (its CPU, unless --target) and run the build there "
+                        "once, or with --verify check it there (docs/devices.md)")
     b.set_defaults(func=cmd_build)
 
     r = sub.add_parser("run", parents=[model_options],

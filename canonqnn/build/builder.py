@@ -19,7 +19,7 @@ import numpy as np
 from .. import _tvm, budget, numerics
 from .. import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from ..errors import CanonqnnError, VerificationError, first_line
-from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, replacing
+from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, random_inputs, replacing
 from . import executorch_float, integrity, isa, layout, pipeline, remote, runtime, schedule, targets
 from .form_tuning import choose_forms
 from .forms.choice import chosen
@@ -125,7 +125,8 @@ TUNING_PACKAGES = ("xgboost", "cloudpickle", "psutil")  # MetaSchedule's cost mo
 
 
 def build(mod: Any, target: Any = None, *, tune: int = 0,
-          tuning_dir: str | os.PathLike | None = None, verify: bool = False) -> Built:
+          tuning_dir: str | os.PathLike | None = None, verify: bool = False,
+          device: remote.Device | None = None) -> Built:
     """Legalize ``mod`` (canonical ops -> integer TIR), fuse, schedule and compile it for
     ``target``.
 
@@ -141,23 +142,36 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
     (``canonqnn.ops.reference.verify``) and raises ``VerificationError`` naming every canonical op
     whose kernel computes otherwise.
 
+    ``device`` (``remote.connect``): the build is run there, not here: the check of ``verify``
+    (the build and each op alone), else one run on random inputs, which shows that the device
+    loads and runs it. The ``Built`` returned is this host's (to export).
+
     ``mod``'s tensors and a run of it must fit the memory budget (``canonqnn.budget``: set it
     with ``budget.limit``), else ``ResourceError`` names the tensor before anything is built.
     """
     budget.check_module(mod)
-    built = _build(mod, target, tune, tuning_dir)
+    if device is not None and tune:
+        device.release()  # the tuning's runner measures in sessions of its own
+    built = _build(mod, target, tune, tuning_dir, device)
+
+    def runnable(one: Built) -> Built:
+        return upload(one, device) if device is not None else one
+
     if verify:
         from ..ops import reference
 
-        built.verification = reference.verify(mod, built,
-                                              build_one=lambda one: _build(one, target, 0, None))
+        built.verification = reference.verify(
+            mod, runnable(built), build_one=lambda one: runnable(_build(one, target, 0, None)))
         if not built.verification.ok:
             raise VerificationError(f"the build of {built.target} differs from the numpy "
                                     f"reference:\n{built.verification.summary()}")
+    elif device is not None:
+        runnable(built).run(random_inputs(built.io, 0))
     return built
 
 
-def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | None) -> Built:
+def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | None,
+           device: remote.Device | None = None) -> Built:
     io = interface(mod)
     tgt = targets.as_target(target)
     tuning = measured = None
@@ -170,13 +184,16 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
             _require_tuning_packages()
         elif not os.path.isdir(tuning_dir):
             raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
-        choices, measured_now, recorded = choose_forms(mod, tgt, tuning_dir, bool(tune), fuse)
+        # (conv forms are timed on this machine only: not on a device yet)
+        choices, measured_now, recorded = choose_forms(mod, tgt, tuning_dir,
+                                                       bool(tune) and device is None, fuse)
         measured = (measured_now, recorded)
     with chosen(choices):
         fused = fuse(mod, tgt)
     kernels = from_fused_module(fused)
     if tuning_dir is not None:
-        tuning = tune_cpu(fused, tgt, tuning_dir, tune, _tunable)
+        tuning = tune_cpu(fused, tgt, tuning_dir, tune, _tunable,
+                          device.address if device is not None else None)
         fused = apply_tuning(fused, tgt, tuning_dir)
     fused = schedule.schedule_cpu(fused, schedule.plan_block, targets.cpu_cores(tgt), tgt)
     for name, text in ((IO_FUNCTION, json.dumps(io.to_json())),

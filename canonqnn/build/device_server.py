@@ -133,7 +133,16 @@ def main(argv=None) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
+        while not stop.wait(1):
+            if not state.thread.is_alive():
+                # TVM's listener stops when a session's process dies (a library that crashed):
+                # listen again on the same port, the next session is served
+                print("the listener stopped after a session's crash: listening again",
+                      flush=True)
+                state.sock.close()
+                state = server.PopenRPCServerState(args.host, port=state.port,
+                                                   port_end=state.port + 1,
+                                                   tracker_addr=tracker, key=args.key)
     # the listener's thread never returns (TVM's), and Python waits for it at exit: leave now
     # (a session being served is a process of its own, ended by its client)
     sys.stdout.flush()

@@ -10,11 +10,14 @@ there (``parity --rpc``); a plain ``python -m tvm.exec.rpc_server`` runs builds 
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import json
 import os
 import shutil
 import struct
-from dataclasses import dataclass
+import tempfile
+from dataclasses import dataclass, field
 from typing import Any
 
 import tvm
@@ -34,14 +37,27 @@ CROSS_COMPILER_VAR = "CANONQNN_CROSS_CC"
 
 @dataclass
 class Device:
-    """A session with a device, and what its server says of it (``machine`` is None where a
-    plain TVM server does not say)."""
+    """A device, what its server says of it (``machine`` is None where a plain TVM server
+    does not say), and a session with it, opened on first use (``release`` closes it)."""
 
     address: str
-    session: Any  # tvm.rpc.RPCSession
     machine: str | None
     runtimes: dict[str, str]
     features: list[str]
+    uploads: int = 0  # libraries sent in this session, each under a name of its own
+    _session: Any = field(default=None, repr=False)  # tvm.rpc.RPCSession
+
+    @property
+    def session(self) -> Any:
+        if self._session is None:
+            self._session = _open(self.address)
+        return self._session
+
+    def release(self) -> None:
+        """Close the session (a server serves one at a time: MetaSchedule's runner opens its
+        own), once nothing loaded through it is left; the next use opens another."""
+        self._session = None
+        gc.collect()  # the objects of a library loaded there, and with them the session
 
     def cpu(self) -> Any:
         return self.session.cpu()
@@ -66,30 +82,64 @@ def parse(address: str) -> tuple[str, int, str | None]:
 
 
 def connect(address: str) -> Device:
-    """A session with the device at ``address`` (``FORMS``)."""
+    """A session with the device at ``address`` (``FORMS``), and what its server says."""
+    session = _open(address)
+    described: dict[str, Any] = {}
+    with contextlib.suppress(Exception):  # a plain TVM server: nothing said of the device
+        described = json.loads(str(session.get_function(PREFIX + "describe")()))
+    return Device(address, described.get("machine"), described.get("runtimes", {}),
+                  described.get("features", []), _session=session)
+
+
+def _open(address: str) -> Any:
+    """A new RPC session with the device at ``address``."""
     host, port, key = parse(address)
     try:
         if key is None:
-            session = rpc.connect(host, port)
-        else:
-            tracker = rpc.connect_tracker(host, port)
-            keys = sorted(tracker.summary().get("queue_info", {}))
-            if key not in keys:
-                raise CanonqnnError(f"--rpc {address}: the tracker at {host}:{port} has no "
-                                    f"device of key {key!r} (its keys: "
-                                    f"{', '.join(keys) or 'none'})")
-            session = tracker.request(key, max_retry=1, session_timeout=0)
+            return rpc.connect(host, port)
+        tracker = rpc.connect_tracker(host, port)
+        keys = sorted(tracker.summary().get("queue_info", {}))
+        if key not in keys:
+            raise CanonqnnError(f"--rpc {address}: the tracker at {host}:{port} has no "
+                                f"device of key {key!r} (its keys: {', '.join(keys) or 'none'})")
+        return tracker.request(key, max_retry=1, session_timeout=0)
     except CanonqnnError:
         raise
     except Exception as exc:  # noqa: BLE001  (socket errors, TVM's RPC errors)
         what = "RPC server" if key is None else "RPC tracker"
         raise CanonqnnError(f"--rpc {address}: cannot reach the {what} at {host}:{port}: "
                             f"{first_line(exc)}") from None
-    described: dict[str, Any] = {}
-    with contextlib.suppress(Exception):  # a plain TVM server: nothing said of the device
-        described = json.loads(str(session.get_function(PREFIX + "describe")()))
-    return Device(address, session, described.get("machine"), described.get("runtimes", {}),
-                  described.get("features", []))
+
+
+# ---------------------------------------------------------------- tuning on the device
+TUNING_SESSION_SECONDS = 600  # a candidate's session (upload, load, timing): emulation is slow
+
+
+def tuning_runner(address: str, arch: str) -> Any:
+    """MetaSchedule's RPC runner measuring on the device at ``address`` (a tracker's device
+    through the tracker, as it does by default; a server directly)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    host, port, key = parse(address)
+    # the runner's config names a tracker (its fields must be set); for a server, the session
+    # is made here instead and the key is not read
+    config = ms.runner.RPCConfig(tracker_host=host, tracker_port=port,
+                                 tracker_key=key or "(a server)",
+                                 session_timeout_sec=TUNING_SESSION_SECONDS)
+    create = None if key else functools.partial(_server_session, host, port)
+    return ms.runner.RPCRunner(rpc_config=config, f_create_session=create, max_workers=1)
+
+
+def _server_session(host: str, port: int, _config: Any) -> Any:
+    return rpc.connect(host, port)
+
+
+def export_candidate(arch: str, mod: Any) -> str:
+    """A tuning candidate as a shared library for ``arch`` (MetaSchedule's builder exports a
+    tar, which the device would have to link)."""
+    path = os.path.join(tempfile.mkdtemp(prefix="canonqnn-candidate-"), "candidate.so")
+    mod.export_library(path, fcompile=cross_compiler(arch))
+    return path
 
 
 # ELF's e_machine codes of the architectures canonqnn builds for
@@ -114,7 +164,9 @@ def load(path: str, device: Device) -> Any:
         raise CanonqnnError(f"{path} is {arch} code and the device at {device.address} is "
                             f"{device.machine}: build it with a --target for the device (e.g. "
                             f"\"llvm -mtriple={device.machine}-linux-gnu\")")
-    name = os.path.basename(path)
+    # a name of its own: writing over a library the session has loaded crashes it (SIGBUS)
+    device.uploads += 1
+    name = f"{device.uploads}-{os.path.basename(path)}"
     try:
         device.session.upload(path, name)
         return device.session.load_module(name)

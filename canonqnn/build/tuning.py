@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from typing import Any
@@ -9,7 +10,8 @@ from typing import Any
 import tvm
 from tvm import relax
 
-from .targets import cpu_cores
+from . import remote
+from .targets import cpu_cores, target_arch
 
 
 def _tuning_target(target: Any) -> Any:
@@ -26,12 +28,14 @@ def _tuning_database(work_dir: str) -> Any:
 
 
 def tune_cpu(mod: Any, target: Any, work_dir: str, trials: int,
-             tunable: Callable[[Any], bool]) -> tuple[int, int]:
+             tunable: Callable[[Any], bool], device: str | None = None) -> tuple[int, int]:
     """MetaSchedule-tune the kernels of a fused module for which ``tunable(prim_func)`` holds,
     recording into the JSON database in ``work_dir``. Kernels the database already has a
     record for are not tuned again. The trials are spread over the kernels so that each gets at
     least one round when ``trials`` >= 2 per kernel (a kernel left without a record is tuned by
-    the next call). Returns ``(kernels tuned now, kernels found tuned)``."""
+    the next call). ``device``: the ``--rpc`` address of a device to measure the candidates
+    on (``remote.tuning_runner``), else this machine. Returns ``(kernels tuned now, kernels
+    found tuned)``."""
     from tvm.s_tir import meta_schedule as ms
 
     os.makedirs(work_dir, exist_ok=True)
@@ -42,13 +46,19 @@ def tune_cpu(mod: Any, target: Any, work_dir: str, trials: int,
     missing = [t for t in tasks if database.query_tuning_record(
         t.dispatched[0], target, t.task_name) is None]
     if missing and trials > 0:
+        runner, export = "local", None
+        if device is not None:
+            arch = target_arch(target)
+            runner = remote.tuning_runner(device, arch)
+            export = functools.partial(remote.export_candidate, arch)
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             missing, work_dir=work_dir, seed=0)
         ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
                       max_trials_global=trials,
                       num_trials_per_iter=max(2, min(64, trials // len(missing))),
-                      builder=ms.builder.LocalBuilder(f_build=_build_candidate),
-                      database=database, cost_model="xgb")
+                      builder=ms.builder.LocalBuilder(f_build=_build_candidate,
+                                                      f_export=export),
+                      runner=runner, database=database, cost_model="xgb")
     return (len(missing) if trials > 0 else 0), len(tasks) - len(missing)
 
 

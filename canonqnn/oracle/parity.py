@@ -151,6 +151,13 @@ def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
     return same, worst, total, differing_feed
 
 
+def device_numerics(model: Any, device: Any) -> str | None:
+    """The numerics profile of ``model``'s source runtime on ``device`` (its format's oracle
+    asks the device), or None where the format's oracle cannot (then this host's is used)."""
+    probe = getattr(formats.of(model).implementation(), "device_profile", None)
+    return probe(device).name if probe is not None else None
+
+
 def _device_oracle(model: Any, fq: Any, device: Any) -> formats.Format:
     """The format of ``model`` (its FQ module ``fq``) where its oracle can run on a device."""
     io = module_io(fq)

@@ -141,7 +141,7 @@ def device_profile(device: Any) -> Any:
                           f"onnxruntime=={runtime.ORT_VERSION}.* there")
 
     def pair_sum() -> int:
-        return int(_on_device(device, runtime.probe_model(), runtime.PROBE_FEED, ["Y"],
+        return int(run_on_device(device, runtime.probe_model(), runtime.PROBE_FEED, ["Y"],
                               (runtime.ORT_CONFIG,), 0)[0].reshape(()))
 
     return runtime.profile_of(version, device.machine, pair_sum)
@@ -158,7 +158,7 @@ def device_runtimes(model: Any, io: Any, profile: Any, device: Any) -> list[Sour
     source = SourceRuntime(f"onnxruntime on the device at {device.address}", None)
 
     def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        outputs = _on_device(device, data, feed, names, runtime.ORT_CONFIGS, profile.threads)
+        outputs = run_on_device(device, data, feed, names, runtime.ORT_CONFIGS, profile.threads)
         source.description = f"{outputs.pop()} (the device at {device.address})"
         return outputs
 
@@ -166,9 +166,10 @@ def device_runtimes(model: Any, io: Any, profile: Any, device: Any) -> list[Sour
     return [source]
 
 
-def _on_device(device: Any, model: bytes, feed: dict[str, np.ndarray], names: list[str],
-               configs: Any, threads: int | None) -> list[Any]:
-    """The outputs ``names`` of onnxruntime on the device, then its session's description."""
+def run_on_device(device: Any, model: bytes, feed: dict[str, np.ndarray], names: list[str],
+                  configs: Any, threads: int | None) -> list[Any]:
+    """The outputs ``names`` of onnxruntime on ``device`` (a serialized ``model``, its session
+    made with the first of ``configs`` it loads with), then the session's description."""
     import io
     import json
 

@@ -112,8 +112,8 @@ from canonqnn.build import runtime
 built = canonqnn.build(load_module(sys.argv[1]))
 export_library = runtime.export_library
 
-def export_then_wait(module, path):
-    export_library(module, path)
+def export_then_wait(module, path, fcompile=None):
+    export_library(module, path, fcompile)
     open(sys.argv[3], "w").close()
     deadline = time.monotonic() + 120
     while not os.path.exists(sys.argv[4]) and time.monotonic() < deadline:
@@ -157,7 +157,7 @@ def test_a_failed_export_leaves_the_library_there_as_it_was(built, library, tmp_
     path = tmp_path / "m.so"
     path.write_bytes(library)
 
-    def linker_fails(module, where):
+    def linker_fails(module, where, fcompile=None):
         with open(where, "wb") as f:
             f.write(b"\x7fELF half")
         raise RuntimeError("ld: cannot write: No space left on device")

@@ -175,3 +175,13 @@ def test_the_command_line_refuses_rpc_with_reference_and_names_an_unreachable_de
            "device" in capsys.readouterr().err
     assert main(["parity", path, "--rpc", "127.0.0.1:1"]) == EXIT_ERROR
     assert "cannot reach the RPC server at 127.0.0.1:1" in capsys.readouterr().err
+
+
+def test_build_for_a_device_runs_there_and_its_target_is_the_devices(server, model, tmp_path,
+                                                                     capsys):
+    path, _ = model
+    assert main(["build", path, "--rpc", server, "-o", str(tmp_path / "m.so")]) == 0
+    out = capsys.readouterr().out
+    assert f"device: {server} (x86_64): loaded and ran there" in out
+    target = next(line for line in out.splitlines() if line.startswith("target: "))
+    assert '"mtriple":"x86_64-linux-gnu"' in target

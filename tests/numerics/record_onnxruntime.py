@@ -1,13 +1,15 @@
 """Record onnxruntime's outputs of small models whose result depends on the host class.
 
-    python tests/numerics/record_onnxruntime.py DIR [--machine TEXT]
+    python tests/numerics/record_onnxruntime.py DIR [--machine TEXT] [--rpc HOST:PORT]
 
 writes ``DIR/<case>.<profile>.npz``: the ONNX model, its inputs and onnxruntime's outputs (as
 parity runs it, ``canonqnn.frontends.onnx.oracle.ort_session``), the numerics profile this
 onnxruntime was probed to follow, and where it ran. The files in ``fixtures/`` were recorded
 on an AMD EPYC Zen 4 (AVX512-VNNI) both natively and under ``qemu-x86_64 -cpu Haswell``
 (QEMU's user-mode emulator of an AVX2 CPU without VNNI, Debian package qemu-user), so that tests
-on either host class pin both profiles: see test_recorded_profiles.py.
+on either host class pin both profiles: see test_recorded_profiles.py. With ``--rpc`` the
+cases run on a device, by the onnxruntime there (canonqnn's device server, docs/devices.md): the
+ARM64 files were recorded so on the emulated Neoverse N1 of ``tools/arm-device``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from onnx import TensorProto, helper
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from _onnx_chains import attention_scores, extreme_inputs  # noqa: E402
-from canonqnn.frontends.onnx import runtime  # noqa: E402
+from canonqnn.frontends.onnx import oracle, runtime  # noqa: E402
 from canonqnn.frontends.onnx.oracle import ort_session  # noqa: E402
 
 
@@ -57,26 +59,45 @@ def attention_u8s8():
 CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention_u8s8}
 
 
-def record(out_dir: pathlib.Path, machine: str) -> list[pathlib.Path]:
-    profile = runtime.profile()
-    import onnxruntime
-
+def record(out_dir: pathlib.Path, machine: str, device=None) -> list[pathlib.Path]:
+    profile = runtime.profile() if device is None else oracle.device_profile(device)
     written = []
     for name, make in CASES.items():
         model, feeds = make()
-        session, settings = ort_session(model)
+        run, described = _runner(model, device)
         arrays = {"model": np.frombuffer(model.SerializeToString(), np.uint8),
-                  "profile": np.array(profile.name), "machine": np.array(machine),
-                  "onnxruntime": np.array(f"{onnxruntime.__version__}, {settings}")}
+                  "profile": np.array(profile.name), "machine": np.array(machine)}
         for k, feed in enumerate(feeds):
-            outputs = session.run(None, feed)
+            outputs = run(feed)
             arrays.update({f"input/{k}/{n}": v for n, v in feed.items()})
             arrays.update({f"output/{k}/{o.name}": v
-                           for o, v in zip(session.get_outputs(), outputs)})
+                           for o, v in zip(model.graph.output, outputs)})
+        arrays["onnxruntime"] = np.array(described())
         path = out_dir / f"{name}.{profile.name}.npz"
         np.savez_compressed(path, **arrays)
         written.append(path)
     return written
+
+
+def _runner(model, device):
+    """``run(feed)`` giving the model's outputs by onnxruntime as parity runs it, here or on
+    ``device``, and ``described()``: its version and settings."""
+    import onnxruntime
+
+    names = [o.name for o in model.graph.output]
+    if device is None:
+        session, settings = ort_session(model)
+        return (lambda feed: session.run(names, feed)), \
+            (lambda: f"{onnxruntime.__version__}, {settings}")
+    said = []
+
+    def run(feed):
+        *outputs, description = oracle.run_on_device(device, model.SerializeToString(), feed,
+                                                     names, runtime.ORT_CONFIGS, None)
+        said.append(description)
+        return outputs
+
+    return run, lambda: said[-1]
 
 
 def main() -> int:
@@ -84,9 +105,15 @@ def main() -> int:
     args.add_argument("dir", type=pathlib.Path)
     args.add_argument("--machine", default=platform.processor() or platform.machine(),
                       help="where this runs, as the fixture should name it")
+    args.add_argument("--rpc", metavar="HOST:PORT[:KEY]", help="run the cases on this device")
     ns = args.parse_args()
     ns.dir.mkdir(parents=True, exist_ok=True)
-    for path in record(ns.dir, ns.machine):
+    device = None
+    if ns.rpc:
+        from canonqnn.build import remote
+
+        device = remote.connect(ns.rpc)
+    for path in record(ns.dir, ns.machine, device):
         print(f"wrote {path}")
     return 0
 

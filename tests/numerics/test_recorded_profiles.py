@@ -1,6 +1,6 @@
-"""Profiles pinned on any host: onnxruntime outputs recorded on each x86 host class
-(``fixtures/``, written by record_onnxruntime.py), reproduced by the module converted for the
-recorded profile, both by its numpy reference and by its TVM build."""
+"""Profiles pinned on any host: onnxruntime outputs recorded on each x86 host class and on an
+emulated ARM64 CPU (``fixtures/``, written by record_onnxruntime.py), reproduced by the module
+converted for the recorded profile, both by its numpy reference and by its TVM build."""
 
 from __future__ import annotations
 
@@ -29,10 +29,11 @@ def load_fixture(path: pathlib.Path):
     return model, str(arrays["profile"]), str(arrays["machine"]), [runs[k] for k in sorted(runs)]
 
 
-def test_both_x86_host_classes_are_recorded_for_every_case():
+def test_both_x86_host_classes_and_arm64_are_recorded_for_every_case():
     names = {p.name.split(".")[0] for p in FIXTURES}
     profiles = {p.name.split(".", 1)[1][:-4] for p in FIXTURES}
-    assert profiles == {"onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni"}
+    assert profiles == {"onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni",
+                        "onnxruntime-1.31-arm64"}
     assert len(FIXTURES) == len(names) * len(profiles)
 
 
@@ -59,3 +60,18 @@ def test_the_host_classes_differ_on_every_recorded_case(case):
     differing = sum(int(np.count_nonzero(a[1][n] != v[1][n]))
                     for a, v in zip(avx2, vnni) for n in a[1])
     assert differing > 0
+
+
+@pytest.mark.parametrize("case", sorted({p.name.split(".")[0] for p in FIXTURES}))
+def test_arm64_sums_u8_by_s8_exactly_as_vnni_does(case):
+    # onnxruntime's ARM64 kernels (sdot/udot, on the emulated Neoverse N1) sum every product:
+    # the same outputs as the VNNI recording, where the AVX2 one saturates pair sums.
+    (_, _, machine, arm), (_, _, _, vnni) = (
+        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
+        for h in ("arm64", "x86-vnni"))
+    assert "Neoverse N1" in machine
+    for (arm_in, arm_out), (vnni_in, vnni_out) in zip(arm, vnni, strict=True):
+        for name in vnni_in:
+            np.testing.assert_array_equal(arm_in[name], vnni_in[name])
+        for name in vnni_out:
+            np.testing.assert_array_equal(arm_out[name], vnni_out[name])

@@ -117,3 +117,25 @@ def test_a_library_of_another_architecture_is_refused_before_it_is_sent(device, 
     assert main(["run", library, "--rpc", device, "--input", feed]) == EXIT_ERROR
     assert f"{library} is x86_64 code and the device at {device} is aarch64" in \
         capsys.readouterr().err
+
+
+def test_build_verifies_on_the_device_and_tunes_with_candidates_measured_there(
+        device, model, tmp_path, capsys):
+    path, _ = model
+    library = str(tmp_path / "m.so")
+    # no --target: the device's CPU; no --numerics: onnxruntime's there
+    assert main(["build", path, "--rpc", device, "--verify", "-o", library]) == 0
+    out = capsys.readouterr().out
+    assert "numerics: onnxruntime-1.31-arm64" in out
+    assert f"device: {device} (aarch64): verified there" in out
+    assert "outputs equal to the numpy reference" in out
+    # MetaSchedule's RPC runner times the candidates on the device (the times mean nothing
+    # under emulation); the kernels on the dot product are canonqnn's, the pooling is tuned
+    assert main(["build", path, "--rpc", device, "--tune", "2", "-o", library]) == 0
+    out = capsys.readouterr().out
+    assert f"tuning: 1 kernels tuned (2 trials), 0 reused from {tmp_path / 'm.tuning'}" in out
+    assert "conv forms are timed on this machine only, not on a device" in out
+    records = [json.loads(line)[1] for line in
+               (tmp_path / "m.tuning" / "database_tuning_record.json").read_text().splitlines()]
+    assert records  # each: the schedule, its run times measured, the target, the arguments
+    assert all(r[1] and r[2]["mtriple"] == "aarch64-linux-gnu" for r in records)
