@@ -20,14 +20,12 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-import tvm
 from tvm import rpc
 
 from ..errors import CanonqnnError, first_line
 from .device_server import PREFIX
 
 FORMS = "HOST:PORT (an RPC server) or HOST:PORT:KEY (an RPC tracker and a device key)"
-CONNECT_SECONDS = 60  # a tracker's queue is waited on that long for a free device
 # the C compiler that links a shared library for an architecture this host is not, and the
 # Debian packages it and the C library's start files come in
 CROSS_COMPILERS = {"aarch64": ("aarch64-linux-gnu-gcc",
@@ -193,10 +191,6 @@ def cross_compiler_hint(arch: str) -> str:
     install = f"Debian/Ubuntu: apt-get install {known[1]}, or name" if known else "name"
     return (f"a shared library of {arch} code needs a C cross compiler on this host to link "
             f"it ({install} one in ${CROSS_COMPILER_VAR})")
-
-
-def tensor(array: Any, device: Device) -> Any:
-    return tvm.runtime.tensor(array, device.cpu())
 
 
 # Linux's names of the CPU features the kernels use (/proc/cpuinfo) -> LLVM's

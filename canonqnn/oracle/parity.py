@@ -153,9 +153,12 @@ def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
 
 def device_numerics(model: Any, device: Any) -> str | None:
     """The numerics profile of ``model``'s source runtime on ``device`` (its format's oracle
-    asks the device), or None where the format's oracle cannot (then this host's is used)."""
+    asks the device), or None where it cannot: the format's oracle does not run on devices, or
+    the device's server does not say what it is (a plain TVM server)."""
     probe = getattr(formats.of(model).implementation(), "device_profile", None)
-    return probe(device).name if probe is not None else None
+    if probe is None or device.machine is None:
+        return None
+    return probe(device).name
 
 
 def _device_oracle(model: Any, fq: Any, device: Any) -> formats.Format:
@@ -193,11 +196,12 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
 
     options = {k: v for k, v in (("input_shapes", input_shapes), ("outputs", outputs)) if v}
     fq = load(model, **options)
-    on_device = None
+    on_device = device_profile = None
     if device is not None:
         on_device = _device_oracle(model, fq, device)
+        device_profile = on_device.function("device_profile")(device)
         if numerics is None:
-            numerics = on_device.function("device_profile")(device).name
+            numerics = device_profile.name
     mod, report = canonicalize(fq, numerics=numerics)
     estimate = budget.check_module(mod, _source_name(model))
     io = module_io(mod)
@@ -248,8 +252,7 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
         extra["notes"] = io.notes
     if nonfinite := nonfinite_inputs(feeds):
         extra["nonfinite_inputs"] = nonfinite
-    runtime_profile = (on_device.function("device_profile")(device) if on_device is not None
-                       else source_profile(io.source))
+    runtime_profile = device_profile or source_profile(io.source)
     extra["runtime_numerics"] = runtime_profile.name
     if module_profile.name != runtime_profile.name:
         extra["numerics_differences"] = module_profile.differences(runtime_profile) or [

@@ -142,7 +142,7 @@ def device_profile(device: Any) -> Any:
 
     def pair_sum() -> int:
         return int(run_on_device(device, runtime.probe_model(), runtime.PROBE_FEED, ["Y"],
-                              (runtime.ORT_CONFIG,), 0)[0].reshape(()))
+                                 (runtime.ORT_CONFIG,), 0)[0].reshape(()))
 
     return runtime.profile_of(version, device.machine, pair_sum)
 
