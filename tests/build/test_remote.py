@@ -13,10 +13,10 @@ import sys
 import time
 
 import numpy as np
-import onnx
 import pytest
 
 import canonqnn
+from _devices import saved_mobilenet, sessions_closed  # noqa: F401  (autouse)
 from canonqnn.build import remote
 from canonqnn.cli import EXIT_ERROR, main
 from canonqnn.errors import CanonqnnError
@@ -42,21 +42,9 @@ def server():
     proc.wait(30)
 
 
-@pytest.fixture(autouse=True)
-def _sessions_closed():
-    """A device serves one session at a time: the objects holding a test's session (a
-    library loaded there, its VM) are freed before the next test connects."""
-    yield
-    gc.collect()
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("model")
-    proto = onnx_models.quantize(onnx_models.ARCHITECTURES["mobilenet_v1"](), fmt="qdq",
-                                 activation="u8", per_channel=True)
-    path = str(folder / "m.onnx")
-    onnx.save(proto, path)
+    path, proto = saved_mobilenet(tmp_path_factory.mktemp("model"), "u8")
     feed = {proto.graph.input[0].name: onnx_models.random_input(2, onnx_models.input_shape(proto))}
     return path, feed
 

@@ -8,7 +8,6 @@ where ``CANONQNN_REQUIRE_ARM_DEVICE=1`` turns a missing tool from a skip into a 
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import shutil
@@ -16,9 +15,9 @@ import subprocess
 import sys
 
 import numpy as np
-import onnx
 import pytest
 
+from _devices import saved_mobilenet, sessions_closed  # noqa: F401  (autouse)
 from canonqnn.cli import EXIT_ERROR, main
 from canonqnn.testing import onnx_models
 
@@ -59,22 +58,11 @@ def device(tmp_path_factory):
                    capture_output=True, timeout=60)
 
 
-@pytest.fixture(autouse=True)
-def _sessions_closed():
-    """A device serves one session at a time: the objects holding a test's session (a
-    library loaded there, its VM) are freed before the next test connects."""
-    yield
-    gc.collect()
-
-
 @pytest.fixture(scope="module")
 def model(tmp_path_factory):
     """A small QDQ MobileNet-like ONNX model (int8, per-channel weights) and an input file."""
     folder = tmp_path_factory.mktemp("model")
-    proto = onnx_models.quantize(onnx_models.ARCHITECTURES["mobilenet_v1"](), fmt="qdq",
-                                 activation="s8", per_channel=True)
-    path = str(folder / "m.onnx")
-    onnx.save(proto, path)
+    path, proto = saved_mobilenet(folder, "s8")
     np.save(folder / "x.npy", onnx_models.random_input(1, onnx_models.input_shape(proto)))
     return path, f"{proto.graph.input[0].name}={folder / 'x.npy'}"
 
