@@ -28,8 +28,7 @@ import os
 import platform
 import signal
 import sys
-import threading
-from typing import Any
+from typing import Any, NoReturn
 
 PREFIX = "canonqnn.device."
 DESCRIPTION = "description"  # the entry of a runtime's outputs that describes the runtime
@@ -109,7 +108,7 @@ def register() -> None:
     tvm.register_global_func(PREFIX + "onnxruntime", run_onnxruntime, override=True)
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> NoReturn:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default: "
                                                        "127.0.0.1; 0.0.0.0 for the network)")
@@ -130,24 +129,28 @@ def main(argv=None) -> int:
     state = server.PopenRPCServerState(args.host, port=args.port, port_end=args.port_end,
                                        tracker_addr=tracker, key=args.key)
     print(f"serving on {args.host}:{state.port}", flush=True)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # the listener's thread never returns (TVM's), and Python would wait for it at exit: leave
+    # at once (a session being served is a process of its own, ended by its client)
+    signal.signal(signal.SIGTERM, lambda *_: _leave())
     with contextlib.suppress(KeyboardInterrupt):
-        while not stop.wait(1):
-            if not state.thread.is_alive():
-                # TVM's listener stops when a session's process dies (a library that crashed):
-                # listen again on the same port, the next session is served
-                print("the listener stopped after a session's crash: listening again",
-                      flush=True)
-                state.sock.close()
-                state = server.PopenRPCServerState(args.host, port=state.port,
-                                                   port_end=state.port + 1,
-                                                   tracker_addr=tracker, key=args.key)
-    # the listener's thread never returns (TVM's), and Python waits for it at exit: leave now
-    # (a session being served is a process of its own, ended by its client)
+        while True:
+            # blocked, not polling: each session is a fork of this process, and under user-mode
+            # emulation a fork taken while another thread runs emulated code can hang
+            state.thread.join()
+            # TVM's listener stops when a session's process dies (a library that crashed):
+            # listen again on the same port, the next session is served
+            print("the listener stopped after a session's crash: listening again", flush=True)
+            state.sock.close()
+            state = server.PopenRPCServerState(args.host, port=state.port,
+                                               port_end=state.port + 1,
+                                               tracker_addr=tracker, key=args.key)
+    _leave()
+
+
+def _leave() -> NoReturn:
     sys.stdout.flush()
     os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
