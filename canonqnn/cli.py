@@ -206,12 +206,23 @@ def cmd_run(args) -> int:
 
 
 def _device(address: str | None):
-    """The device ``--rpc`` names (a session with it), or None to run on this host."""
+    """The device ``--rpc`` names (a session with it), or None to run on this host. Its session
+    ends with the command (``main``): a server serves one session at a time."""
     if address is None:
         return None
     from .build import remote
 
-    return remote.connect(address)
+    device = remote.connect(address)
+    _OPEN_DEVICES.append(device)
+    return device
+
+
+_OPEN_DEVICES: list[Any] = []  # the devices of the command being run
+
+
+def _release_devices() -> None:
+    while _OPEN_DEVICES:
+        _OPEN_DEVICES.pop().release()
 
 
 def _for_device(args, device) -> None:
@@ -470,6 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"and the model): {type(exc).__name__}: {first}"
               + ("" if args.debug else "; --debug shows the traceback"), file=sys.stderr)
         return EXIT_BUG
+    finally:
+        _release_devices()
 
 
 if __name__ == "__main__":

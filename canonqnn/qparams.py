@@ -375,6 +375,34 @@ def xnnpack_add_multipliers(a_scale: float, b_scale: float, out_scale: float) \
     return int(np.rint(float(ra) * 2.0 ** shift)), int(np.rint(float(rb) * 2.0 ** shift)), shift
 
 
+# onnxruntime's AArch64 (NEON) QLinearAdd: fixed point for ratios in this range, float outside
+MLAS_NEON_ADD_RATIO_RANGE = (2.0 ** -14, 2.0 ** 8)
+MLAS_NEON_ADD_BITS = 21
+
+
+def mlas_neon_add_multipliers(a_scale: float, b_scale: float, out_scale: float) \
+        -> tuple[int, int, int] | None:
+    """``(a_multiplier, b_multiplier, shift)`` of onnxruntime's NEON QLinearAdd (MLAS's
+    ``MlasCalcQLinearAddParameters``), or None where it computes in float32 instead: the ratios
+    ``f32(a_scale / out_scale)``, ``f32(b_scale / out_scale)`` each in
+    ``MLAS_NEON_ADD_RATIO_RANGE``, ``shift = 21 - floor(log2(max ratio))`` at most 31 (the
+    larger ratio at least 2^-10), the ratios times ``2^shift`` rounded half to even below 2^22
+    (the larger one just below a power of two rounds up to 2^22: float)."""
+    ra = np.float32(np.float32(a_scale) / np.float32(out_scale))
+    rb = np.float32(np.float32(b_scale) / np.float32(out_scale))
+    lo, hi = MLAS_NEON_ADD_RATIO_RANGE
+    if not (lo <= float(ra) < hi and lo <= float(rb) < hi):
+        return None
+    shift = MLAS_NEON_ADD_BITS - (math.frexp(float(max(ra, rb)))[1] - 1)
+    if shift > 31:
+        return None
+    # ratio * 2^shift is exact in float; lrintf rounds it half to even
+    ma, mb = int(np.rint(float(ra) * 2.0 ** shift)), int(np.rint(float(rb) * 2.0 ** shift))
+    if max(ma, mb) >= 1 << (MLAS_NEON_ADD_BITS + 1):
+        return None
+    return ma, mb, shift
+
+
 XNNPACK_CONVERT_RATIO_RANGE = (2.0 ** -8, 2.0 ** 7)  # in_scale / out_scale, both ends in
 
 

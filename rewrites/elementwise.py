@@ -75,9 +75,10 @@ def binary_arithmetic(ctx: Context, m: BinaryMatch):
     """The profile's add / mul arithmetic must be one canonqnn.add / mul implements (sub is
     TFLite's alone); ``require`` raises the profile's refusal otherwise."""
     if m.canonical is ew.ADD:
-        ctx.numerics.require("add", ("f32_fma", "q31", "xnnpack"), "its quantized add")
+        ctx.numerics.require("add", ("f32_fma", "q31", "xnnpack", "mlas_neon"),
+                             "its quantized add")
     elif m.canonical is ew.MUL:
-        ctx.numerics.require("mul", ("f32", "q31", "xnnpack"), "its quantized mul")
+        ctx.numerics.require("mul", ("f32", "q31", "xnnpack", "mlas_neon"), "its quantized mul")
     return m
 
 
@@ -89,6 +90,9 @@ def build_binary(ctx: Context, m: BinaryMatch):
             m.canonical.name, a.qparams.scalar_scale, b.qparams.scalar_scale,
             out.qparams.scalar_scale):
         rounding = ctx.undelegated().rounding  # the runtime's other engine computes it
+    arithmetic = {ew.ADD: ctx.numerics.add, ew.MUL: ctx.numerics.mul}.get(m.canonical)
+    if arithmetic == "mlas_neon":  # onnxruntime's AArch64 kernels: their own rounding
+        rounding = "mlas_neon"
     if m.canonical is ew.SUB:
         return ew.sub(a.operand, b.operand, a.qparams, b.qparams, out.qparams, act=bounds,
                       rounding=rounding)

@@ -85,10 +85,12 @@ MAY_IMPORT: dict[str, list[str]] = {
     "build": [*_CORE, "device"],
     "device": [],
     "patterns": _CORE,
-    "oracle": ["base"],
+    # ``device``: the device server's functions, called for parity on a device.
+    "oracle": ["base", "device"],
     # A runtime runs in the oracle's children and keeps its setup's messages quiet there.
     "runtimes.onnx": ["base", "oracle"],
-    "runtimes.tflite": ["base", "oracle"],
+    # ``device``: the interpreter is run as on a device (the device server's functions).
+    "runtimes.tflite": ["base", "oracle", "device"],
     "runtimes.torch": ["base", "oracle", "tables"],  # the probe compares with XNNPACK's tables
     "frontends": _CORE,
     # A format's oracle on parity's side makes children (``oracle``) running its runtime.
@@ -122,7 +124,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "rewrites": set(),
     "tvm": {"tvm", "tvm_ffi"},
     "build": {"tvm"},
-    "device": {"tvm", "onnxruntime"},
+    "device": {"tvm", "onnxruntime", "ai_edge_litert"},
     "tvm.onnx": {"tvm"},
     # tflite: TVM's own TFLite converters (float regions) read the schema package's Model.
     "tvm.tflite": {"tvm", "tflite"},

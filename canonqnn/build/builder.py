@@ -58,7 +58,7 @@ class Built:
             self._vm = runtime.virtual_machine(self.module, cpu)
         feed = checked_inputs(self.io, inputs)
         args = [runtime.to_device(feed[info.name], cpu) for info in self.io.inputs]
-        result = runtime.to_numpy(self._vm["main"](*args))
+        result = runtime.to_numpy(runtime.call(self._vm, "main", args, cpu is not None))
         values = [result] if len(self.io.outputs) == 1 else list(result)
         return {info.name: np.asarray(v) for info, v in zip(self.io.outputs, values)}
 

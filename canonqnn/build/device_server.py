@@ -9,8 +9,8 @@ The file imports nothing of canonqnn (copy it to a device that has only TVM); wh
 installed, ``python -m canonqnn.build.device_server`` is the same. Besides TVM's own RPC
 functions (upload, load a library, run it) the sessions it serves have
 ``canonqnn.device.describe`` (the machine, TVM's version, which runtimes are installed) and
-``canonqnn.device.onnxruntime`` (an ONNX model run by onnxruntime's default session on the
-device, for ``parity --rpc``).
+``canonqnn.device.onnxruntime`` and ``canonqnn.device.tflite`` (a model run by onnxruntime's
+default session or by the TFLite interpreter on the device, for ``parity --rpc``).
 
 TVM's ``rpc_server`` starts its listener in a new interpreter and serves each session in a
 fork of it; this server listens in its own process instead, so each session's fork has the
@@ -32,6 +32,7 @@ from typing import Any, NoReturn
 
 PREFIX = "canonqnn.device."
 DESCRIPTION = "description"  # the entry of a runtime's outputs that describes the runtime
+DELEGATED = "delegated"  # the entry of the TFLite interpreter's: a delegate took operators
 
 
 def describe() -> str:
@@ -101,11 +102,79 @@ def run_onnxruntime(model: bytearray, inputs: bytearray, names: str, configs: st
     raise RuntimeError("onnxruntime cannot run this model: " + "; ".join(errors))
 
 
+def tflite_interpreter(model: bytes, resolver: str, preserve_all: bool) -> Any:
+    """The TFLite interpreter (ai-edge-litert) of ``model`` with the op resolver ``resolver`` (an
+    ``OpResolverType`` name), its tensors allocated. ``preserve_all``: keep inner tensors
+    (the interpreter frees them otherwise)."""
+    from ai_edge_litert import interpreter as litert
+
+    interp = litert.Interpreter(
+        model_content=model, experimental_preserve_all_tensors=preserve_all,
+        experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
+    interp.allocate_tensors()
+    return interp
+
+
+def tflite_invoker(interp: Any, names: list[str], detections: dict[str, str]) -> Any:
+    """``run(feed)`` of ``interp``: the tensors ``names`` (graph outputs or inner ones) after
+    one invocation on ``feed``. ``detections``: outputs of a TFLite_Detection_PostProcess -> its
+    count output; TFLite leaves their entries past the count undefined (stale memory), so they
+    are given as 0, what a built module writes there."""
+    import numpy as np
+
+    inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
+    tensors = {d["name"]: d["index"] for d in interp.get_tensor_details()}
+    tensors.update({d["name"]: d["index"] for d in interp.get_output_details()})
+
+    def defined(name: str, value: Any) -> Any:
+        if name in detections:
+            count = int(np.asarray(interp.get_tensor(tensors[detections[name]])).reshape(-1)[0])
+            value[:, max(count, 0):] = 0
+        return value
+
+    def run(feed: dict[str, Any]) -> list[Any]:
+        # Stateful operators (LSTM, SVDF) carry their variable tensors from one invoke to the
+        # next; a converted module is one run from the initial state, so every run starts there
+        interp.reset_all_variables()
+        for name, value in feed.items():
+            interp.set_tensor(inputs[name], np.ascontiguousarray(value))
+        interp.invoke()
+        return [defined(name, interp.get_tensor(tensors[name]).copy()) for name in names]
+
+    return run
+
+
+def run_tflite(model: bytearray, inputs: bytearray, names: str, resolver: str,
+               preserve_all: bool, detections: str) -> bytearray:
+    """Run a TFLite model (its bytes) by the TFLite interpreter with the op resolver
+    ``resolver`` on ``inputs`` (an ``.npz`` in bytes), returning the tensors ``names`` (a JSON
+    list) as ``run_onnxruntime`` does, and under ``DELEGATED`` whether a delegate took some of
+    its operators (no ``names``: only that, nothing is run). ``detections``: JSON, as
+    ``tflite_invoker`` takes it."""
+    import ai_edge_litert
+    import numpy as np
+
+    interp = tflite_interpreter(bytes(model), resolver, bool(preserve_all))
+    feed = dict(np.load(io.BytesIO(bytes(inputs)), allow_pickle=False))
+    wanted = json.loads(names)
+    outputs = tflite_invoker(interp, wanted, json.loads(detections))(feed) if wanted else []
+    version = getattr(ai_edge_litert, "__version__", "")
+    arrays: dict[str, Any] = {f"arr_{k}": v for k, v in enumerate(outputs)}
+    arrays[DESCRIPTION] = np.array(f"TFLite interpreter (ai-edge-litert {version}) on "
+                                   f"{platform.machine()}, OpResolverType.{resolver}")
+    arrays[DELEGATED] = np.array(any(d["op_name"] == "DELEGATE"
+                                     for d in interp._get_ops_details()))
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return bytearray(buffer.getvalue())
+
+
 def register() -> None:
     import tvm
 
     tvm.register_global_func(PREFIX + "describe", describe, override=True)
     tvm.register_global_func(PREFIX + "onnxruntime", run_onnxruntime, override=True)
+    tvm.register_global_func(PREFIX + "tflite", run_tflite, override=True)
 
 
 def main(argv=None) -> NoReturn:

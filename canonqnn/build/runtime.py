@@ -47,6 +47,17 @@ def to_device(array: np.ndarray, device: Any = None) -> Any:
                               device or tvm.cpu())  # keeps 0-d
 
 
+def call(vm: Any, name: str, args: list[Any], remote: bool) -> Any:
+    """The result of the VM's function ``name`` on ``args``. ``remote``: the VM is on a
+    device, where a tuple it returns reaches here as a handle that cannot be indexed: the call
+    is made statefully there and its fields fetched one by one."""
+    if not remote:
+        return vm[name](*args)
+    vm.set_input(name, *args)
+    vm.invoke_stateful(name)
+    return vm.get_outputs(name)
+
+
 def to_numpy(value: Any) -> Any:
     """VM results (a tensor or a nested tuple of tensors) as numpy arrays."""
     if hasattr(value, "numpy"):

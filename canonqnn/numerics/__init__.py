@@ -27,9 +27,12 @@ EXACT, PAIR_SAT16 = "exact", "u8s8_pair_sat16"
 # Where a profile's arithmetic comes from.
 MEASURED = "measured: the runtime was run on this host class and the tests pin it"
 # ARM64: the runtime's own AArch64 build, run under qemu (tools/arm-device, docs/devices.md)
-MEASURED_EMULATED = ("measured in part, under emulation (qemu's Neoverse N1, tools/arm-device): "
-                     "its u8 x s8 sums, pinned by recorded outputs; its add, mul and tables are "
-                     "from the source")
+MEASURED_EMULATED = ("measured under emulation (qemu's Neoverse N1, tools/arm-device): its u8 x "
+                     "s8 sums, its QLinearAdd and QLinearMul on every pair of inputs, pinned by "
+                     "recorded outputs; its tables are not built (not reproduced)")
+MEASURED_EMULATED_TFLITE = ("measured under emulation (qemu's Neoverse N1, tools/arm-device): "
+                            "the example networks and every table code, pinned by "
+                            "tests/tools/test_arm_device.py")
 SPECIFIED = "specified: docs/spec.md, host-independent"
 
 
@@ -49,8 +52,9 @@ class Profile:
     u8s8_runtime_b: str = EXACT
     # Quantized add and mul with a float32 rounding: "f32_fma" (add: MLAS's AVX2 QLinearAdd,
     # float ratios, FMA, RNE) and "f32" (mul: MLAS's QLinearMul, no FMA) are what canonqnn.add
-    # and canonqnn.mul implement; "fixed_point" (the SSE2/NEON QLinearAdd) and "unverified"
-    # (not read or measured) are not. Q31 roundings use TFLite's kernels instead ("q31");
+    # and canonqnn.mul implement under rounding rne_f32; "mlas_neon" (MLAS's AArch64 kernels:
+    # a fixed-point add, a fused mul) their rounding mlas_neon; "unverified" (not read or
+    # measured) none. Q31 roundings use TFLite's kernels instead ("q31");
     # "xnnpack": XNNPACK's add (20-bit integer multipliers, one shift) and mul (the zero point
     # added after rounding), rounding xnnpack.
     add: str = "f32_fma"
@@ -166,6 +170,9 @@ def _tflite_profiles() -> tuple[Profile, ...]:
     """TFLite's interpreter: its reference kernels (parity's specification for TFLite until
     XNNPACK was measured, and what the built-in kernels compute for the operators XNNPACK
     does not take), and its default configuration with the XNNPACK delegate."""
+    xnnpack_delegate: dict[str, Any] = dict(
+        rounding="xnnpack", add="xnnpack", mul="xnnpack", tables="tflite_xnnpack",
+        quantize="reciprocal", delegated=TFLITE_XNNPACK_DELEGATED, others="tflite-builtin")
     return (
         Profile("tflite-reference", "tflite", "2.18", "any", MEASURED, rounding="q31_double",
                 add="q31", mul="q31", tables="tflite",
@@ -178,14 +185,17 @@ def _tflite_profiles() -> tuple[Profile, ...]:
                             "arithmetic, but int16 LOGISTIC and TANH of power-of-two input "
                             "scales in gemmlowp fixed point"),
         Profile("tflite-xnnpack-x86", "tflite", "ai-edge-litert 2.3", "x86", MEASURED,
-                rounding="xnnpack", add="xnnpack", mul="xnnpack", tables="tflite_xnnpack",
-                quantize="reciprocal", delegated=TFLITE_XNNPACK_DELEGATED,
-                others="tflite-builtin",
+                **xnnpack_delegate,
                 description="the TFLite interpreter as users run it by default (OpResolverType."
                             "BUILTIN) on x86-64: the int8/uint8 operators its XNNPACK delegate "
                             "takes requantize with a float32 multiplier rounded to nearest even "
                             "(fixed-point adds), the others (16x8 ones among them) run the "
                             "built-in optimized kernels (tflite-builtin)"),
+        Profile("tflite-xnnpack-arm64", "tflite", "ai-edge-litert 2.3", "arm64",
+                MEASURED_EMULATED_TFLITE, **xnnpack_delegate,
+                description="the TFLite interpreter as users run it by default on AArch64: "
+                            "the arithmetic of tflite-xnnpack-x86 (the delegate's NEON kernels "
+                            "compute what its x86 ones do)"),
     )
 
 
@@ -203,9 +213,9 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             description="MLAS on x86-64 with AVX512-VNNI or AVX-VNNI (AMD Zen 4/5, Intel Ice "
                         "Lake and later): u8 x s8 GEMMs sum exactly (vpdpbusd)"),
     Profile(f"onnxruntime-{ORT_VERSION}-arm64", "onnxruntime", ORT_VERSION, "arm64",
-            MEASURED_EMULATED, add="fixed_point", mul="unverified", tables="unverified",
+            MEASURED_EMULATED, add="mlas_neon", mul="mlas_neon", tables="unverified",
             description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
-                        "point, which canonqnn.add does not implement)"),
+                        "point, QLinearMul with a fused multiply-add)"),
     *_tflite_profiles(),
     *_xnnpack_profiles(),
 )}

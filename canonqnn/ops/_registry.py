@@ -21,7 +21,8 @@ import numpy as np
 from .. import _tvm
 
 PREFIX = "relax.canonqnn."
-ROUNDINGS = ("rne_f32", "q31_double", "q31_single", "xnnpack")  # docs/spec.md, "Rounding modes"
+# docs/spec.md, "Rounding modes"
+ROUNDINGS = ("rne_f32", "q31_double", "q31_single", "xnnpack", "mlas_neon")
 
 
 @dataclass(frozen=True)

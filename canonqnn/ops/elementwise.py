@@ -72,6 +72,7 @@ from ..qparams import (
     tflite_squared_difference_multipliers,
     xnnpack_add_multipliers,
 )
+from . import _mlas_neon as mlas_neon
 from ._arithmetic import te_fma
 from ._dtypes import sixteen_by_eight
 from ._q31 import te_multiply_by_quantized_multiplier, te_requant_q31
@@ -134,6 +135,8 @@ def add_reference(x, y, **a) -> np.ndarray:
     if a["rounding"] == "xnnpack":
         return _add_sub_xnnpack_reference(x, y, 1, a)
     o = storage_offset(a["source_dtype"])
+    if a["rounding"] == "mlas_neon":
+        return mlas_neon.add_reference(x, y, a, o, not a_is_span_scalar(x.shape, y.shape))
     ra, rb, fixed = _add_constants(a)
     xf, yf = (x.astype(np.int32) + o).astype(F32), (y.astype(np.int32) + o).astype(F32)
     if a_is_span_scalar(x.shape, y.shape):
@@ -186,6 +189,9 @@ def _add_legalize(bb: Any, call: Any) -> Any:
     o = storage_offset(a["source_dtype"])
     ra, rb, fixed = (_f(v) for v in _add_constants(a))
     a_first = not a_is_span_scalar(_tvm.shape_of(call.args[0]), _tvm.shape_of(call.args[1]))
+    if a["rounding"] == "mlas_neon":
+        return bb.call_te(_broadcast_compute("add", mlas_neon.te_add(a, o, a_first)),
+                          call.args[0], call.args[1], primfunc_name_hint="canonqnn_add")
 
     def elem(xv, yv):
         xf = (xv.astype("int32") + o).astype("float32")
@@ -228,6 +234,8 @@ def mul_reference(x, y, **a) -> np.ndarray:
         return requant_q31(acc, m, shift, a["out_zp"], a["act_min"], a["act_max"],
                            a["rounding"])
     o = storage_offset(a["source_dtype"])
+    if a["rounding"] == "mlas_neon":
+        return mlas_neon.mul_reference(x, y, a, o, _mul_ratio(a))
     p = (x.astype(np.int32) - a["a_zp"]) * (y.astype(np.int32) - a["b_zp"])
     if a["rounding"] == "xnnpack":
         r = np.rint((p.astype(F32) * _mul_ratio(a)).astype(F32)).astype(np.int64) + a["out_zp"]
@@ -241,6 +249,9 @@ def _mul_legalize(bb: Any, call: Any) -> Any:
     if a["rounding"] in Q31_ROUNDINGS:
         return _mul_q31_legalize(bb, call)
     o = storage_offset(a["source_dtype"])
+    if a["rounding"] == "mlas_neon":
+        return bb.call_te(_broadcast_compute("mul", mlas_neon.te_mul(a, o, _mul_ratio(a))),
+                          call.args[0], call.args[1], primfunc_name_hint="canonqnn_mul")
     ratio = _f(_mul_ratio(a))
 
     def elem(xv, yv):
@@ -301,12 +312,13 @@ def add_constraint(a_dtype: str = "int8", b_dtype: str = "int8", out_dtype: str 
 ADD = register(CanonicalOp(
     name="add",
     summary="int8 + int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearAdd "
-            "arithmetic; q31: TFLite ADD; xnnpack: XNNPACK's add)",
+            "arithmetic; mlas_neon: its AArch64 kernel; q31: TFLite ADD; xnnpack: XNNPACK's "
+            "add)",
     args=("a", "b"), attrs=ATTRS, infer=_add_out_shape, legalize=_add_legalize,
     reference=add_reference,
     constraint=add_constraint,
     family="elementwise",
-    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
+    roundings=("rne_f32", "mlas_neon", "xnnpack") + Q31_ROUNDINGS,
     absorbs_clamp=True,
     absorbs_table=True,
 ))
@@ -323,12 +335,13 @@ def mul_constraint(a_dtype: str = "int8", b_dtype: str = "int8", out_dtype: str 
 MUL = register(CanonicalOp(
     name="mul",
     summary="int8 * int8 -> int8 with broadcasting (rne_f32: onnxruntime QLinearMul "
-            "arithmetic; q31: TFLite MUL; xnnpack: XNNPACK's mul)",
+            "arithmetic; mlas_neon: its AArch64 kernel; q31: TFLite MUL; xnnpack: XNNPACK's "
+            "mul)",
     args=("a", "b"), attrs=ATTRS, infer=_out_shape, legalize=_mul_legalize,
     reference=mul_reference,
     constraint=mul_constraint,
     family="elementwise",
-    roundings=("rne_f32", "xnnpack") + Q31_ROUNDINGS,
+    roundings=("rne_f32", "mlas_neon", "xnnpack") + Q31_ROUNDINGS,
     absorbs_clamp=True,
     absorbs_table=True,
 ))

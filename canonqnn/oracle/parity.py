@@ -168,8 +168,8 @@ def _device_oracle(model: Any, fq: Any, device: Any) -> formats.Format:
         raise CanonqnnError("module has no recorded interface")
     fmt = formats.get(io.source)
     if getattr(fmt.implementation(), "device_runtimes", None) is None:
-        raise CanonqnnError(f"parity on a device (--rpc) compares with onnxruntime there: "
-                            f"{fmt.models} are not run on a device yet")
+        raise CanonqnnError(f"parity on a device (--rpc) compares with the source runtime "
+                            f"there: {fmt.models} are not run on a device yet")
     return fmt
 
 
@@ -190,7 +190,7 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     outputs.
     ``device``: a device (``canonqnn.build.remote.connect``) to run both on: the build, for
     ``target`` (default: the device's CPU), and the source runtime installed there, whose
-    numerics the module is converted for by default (ONNX models).
+    numerics the module is converted for by default (ONNX and TFLite models).
     """
     from ..rewrites import canonicalize
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ParityError
+from ..errors import ParityError, first_line
 from . import isolated
 
 
@@ -74,3 +74,54 @@ def ready(children: list[isolated.Child], descriptions: list[str],
             raise ParityError(f"{runtime} cannot run this model: {exc}") from None
         runtimes.append(isolated_runtime(info if isinstance(info, str) else description, child))
     return runtimes
+
+
+def device_runtime(device: Any, package: str, install: str) -> str:
+    """The version of the runtime ``package`` (its Python package's name) installed on
+    ``device``, or an error saying how to install it there (``install``: what to pip install)
+    or that the device's server is not canonqnn's (it does not say what it runs)."""
+    if device.machine is None:
+        raise ParityError(f"the device at {device.address} does not say what it runs: start "
+                          f"canonqnn's device server there (python -m "
+                          f"canonqnn.build.device_server, docs/devices.md)")
+    version = device.runtimes.get(package)
+    if version is None:
+        raise ParityError(f"the device at {device.address} has no {package}: pip install "
+                          f"'{install}' there")
+    return str(version)
+
+
+def run_on_device(device: Any, function: str, runtime: str, model: bytes,
+                  feed: dict[str, np.ndarray], names: list[str],
+                  *settings: Any) -> tuple[list[np.ndarray], dict[str, np.ndarray]]:
+    """The tensors ``names`` the device server's ``canonqnn.device.<function>``
+    (``canonqnn.build.device_server``) computes on ``device`` for the serialized ``model`` and
+    ``feed``, called with ``settings`` after them, and the other entries of its answer (the
+    runtime's description, ...). ``runtime``: its name in errors."""
+    import io
+    import json
+
+    from ..build.device_server import PREFIX
+
+    buffer = io.BytesIO()
+    inputs: dict[str, Any] = dict(feed)
+    np.savez(buffer, **inputs)
+    run_there = device.function(PREFIX + function)
+    try:
+        blob = run_there(bytearray(model), bytearray(buffer.getvalue()), json.dumps(names),
+                         *settings)
+    except Exception as exc:  # noqa: BLE001  (the device's error, carried by TVM's RPC)
+        raise ParityError(f"{runtime} on the device at {device.address} failed: "
+                          f"{_remote_error(exc)}") from None
+    with np.load(io.BytesIO(bytes(blob)), allow_pickle=False) as arrays:
+        outputs = [f"arr_{k}" for k in range(len(names))]
+        return ([arrays[key] for key in outputs],
+                {key: arrays[key] for key in arrays.files if key not in outputs})
+
+
+def _remote_error(exc: Exception) -> str:
+    """The device's own message in an error TVM's RPC carried back (its last line that says
+    something), else the error's first line."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    said = [line for line in lines if "Error" in line and ":" in line]
+    return said[-1] if said else first_line(exc)

@@ -11,6 +11,7 @@ import onnx
 
 from canonqnn.errors import InvalidModelError, ParityError, first_line
 from canonqnn.oracle import isolated
+from canonqnn.oracle import source as sources
 from canonqnn.oracle.source import SourceRuntime, isolated_runtime
 
 from . import runtime
@@ -131,14 +132,8 @@ def runtime_tensors(model: Any, profile: Any):
 def device_profile(device: Any) -> Any:
     """The numerics profile of onnxruntime on ``device`` (``canonqnn.build.remote.Device``), found
     as ``runtime.profile`` finds this host's: by its machine, and on x86 by the probe run there."""
-    if device.machine is None:
-        raise ParityError(f"the device at {device.address} does not say what it runs: start "
-                          f"canonqnn's device server there (python -m "
-                          f"canonqnn.build.device_server, docs/devices.md)")
-    version = device.runtimes.get("onnxruntime")
-    if version is None:
-        raise ParityError(f"the device at {device.address} has no onnxruntime: pip install "
-                          f"onnxruntime=={runtime.ORT_VERSION}.* there")
+    version = sources.device_runtime(device, "onnxruntime",
+                                     f"onnxruntime=={runtime.ORT_VERSION}.*")
 
     def pair_sum() -> int:
         return int(run_on_device(device, runtime.probe_model(), runtime.PROBE_FEED, ["Y"],
@@ -170,27 +165,10 @@ def run_on_device(device: Any, model: bytes, feed: dict[str, np.ndarray], names:
                   configs: Any, threads: int | None) -> list[Any]:
     """The outputs ``names`` of onnxruntime on ``device`` (a serialized ``model``, its session
     made with the first of ``configs`` it loads with), then the session's description."""
-    import io
     import json
 
-    from canonqnn.build.device_server import DESCRIPTION, PREFIX
+    from canonqnn.build.device_server import DESCRIPTION
 
-    buffer = io.BytesIO()
-    np.savez(buffer, **feed)
-    run_there = device.function(PREFIX + "onnxruntime")
-    try:
-        blob = run_there(bytearray(model), bytearray(buffer.getvalue()), json.dumps(names),
-                         json.dumps(list(configs)), int(threads or 0))
-    except Exception as exc:  # noqa: BLE001  (the device's error, carried by TVM's RPC)
-        raise ParityError(f"onnxruntime on the device at {device.address} failed: "
-                          f"{_remote_error(exc)}") from None
-    with np.load(io.BytesIO(bytes(blob)), allow_pickle=False) as arrays:
-        return [arrays[f"arr_{k}"] for k in range(len(names))] + [str(arrays[DESCRIPTION])]
-
-
-def _remote_error(exc: Exception) -> str:
-    """The device's own message in an error TVM's RPC carried back (its last line that says
-    something), else the error's first line."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    said = [line for line in lines if "Error" in line and ":" in line]
-    return said[-1] if said else first_line(exc)
+    outputs, rest = sources.run_on_device(device, "onnxruntime", "onnxruntime", model, feed,
+                                          names, json.dumps(list(configs)), int(threads or 0))
+    return [*outputs, str(rest[DESCRIPTION])]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import platform
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,38 +20,14 @@ from canonqnn.oracle.isolated import quietly
 
 def tflite_runner(model: bytes, resolver: str, names: list[str], preserve_all: bool,
                   detections: dict[str, str]) -> tuple[Any, None]:
-    """The TFLite interpreter with the op resolver ``resolver`` (an ``OpResolverType`` name).
-    ``preserve_all``: some ``names`` are inner tensors, which the interpreter keeps only on
-    request. ``detections``: outputs of a TFLite_Detection_PostProcess -> its count output;
-    TFLite leaves their entries past the count undefined (stale memory), so they are given as
-    0, what the built module writes there."""
-    from ai_edge_litert import interpreter as litert
+    """The TFLite interpreter with the op resolver ``resolver`` (an ``OpResolverType`` name),
+    run as on a device (``canonqnn.build.device_server``: ``tflite_interpreter``,
+    ``tflite_invoker``, their arguments)."""
+    from canonqnn.build.device_server import tflite_interpreter, tflite_invoker
 
     with quietly():  # the delegate's announcement, preserve_all_tensors' debugging warning
-        interp = litert.Interpreter(
-            model_content=model, experimental_preserve_all_tensors=preserve_all,
-            experimental_op_resolver_type=getattr(litert.OpResolverType, resolver))
-        interp.allocate_tensors()
-    inputs = {d["name"]: d["index"] for d in interp.get_input_details()}
-    outputs = {d["name"]: d["index"] for d in interp.get_tensor_details()}
-    outputs.update({d["name"]: d["index"] for d in interp.get_output_details()})
-
-    def defined(name: str, value: np.ndarray) -> np.ndarray:
-        if name in detections:
-            count = int(np.asarray(interp.get_tensor(outputs[detections[name]])).reshape(-1)[0])
-            value[:, max(count, 0):] = 0
-        return value
-
-    def run(feed: dict[str, np.ndarray]) -> list[np.ndarray]:
-        # Stateful operators (LSTM, SVDF) carry their variable tensors from one invoke to the
-        # next; a converted module is one run from the initial state, so every run starts there
-        interp.reset_all_variables()
-        for name, value in feed.items():
-            interp.set_tensor(inputs[name], np.ascontiguousarray(value))
-        interp.invoke()
-        return [defined(name, interp.get_tensor(outputs[name]).copy()) for name in names]
-
-    return run, None
+        interp = tflite_interpreter(model, resolver, preserve_all)
+    return tflite_invoker(interp, names, detections), None
 
 
 # The int8 operators whose kernels compute (not only move data) that the probe offers the
@@ -62,7 +39,7 @@ PROBED = ("ADD", "SUB", "MUL", "CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED"
           "RESIZE_BILINEAR", "RESIZE_NEAREST_NEIGHBOR", "SQUARED_DIFFERENCE", "RSQRT")
 
 
-def _probe_model(kind: str) -> bytes:
+def probe_model(kind: str) -> bytes:
     """A model of one int8 ``kind`` operator on a [1, 4, 4, 8] tensor, its parameters in the
     ranges XNNPACK accepts."""
     from canonqnn.testing.tflite_writer import GraphWriter
@@ -135,7 +112,7 @@ def delegated_operators() -> frozenset[str]:
 
     taken = set()
     for kind in PROBED:
-        interp = litert.Interpreter(model_content=_probe_model(kind))
+        interp = litert.Interpreter(model_content=probe_model(kind))
         interp.allocate_tensors()
         if any(d["op_name"] == "DELEGATE" for d in interp._get_ops_details()):
             taken.add(kind)
@@ -144,16 +121,37 @@ def delegated_operators() -> frozenset[str]:
 
 @functools.cache
 def profile() -> Profile:
-    """The profile of TFLite's interpreter as it runs by default here: with the XNNPACK
-    delegate on x86-64 when it takes exactly the operators ``tflite-xnnpack-x86`` was measured
-    with, otherwise (another CPU, another interpreter) the reference kernels, parity's
+    """The profile of TFLite's interpreter as it runs by default here (``profile_of``)."""
+    try:
+        from ai_edge_litert import __version__ as version
+    except ImportError:  # no interpreter: parity says it needs one
+        return PROFILES["tflite-reference"]
+
+    def delegated() -> frozenset[str]:
+        with quietly():
+            return delegated_operators()
+
+    return profile_of(version, platform.machine(), delegated)
+
+
+def profile_of(version: str, machine: str, delegated: Callable[[], frozenset[str]]) -> Profile:
+    """The profile of the interpreter ``version`` on a ``machine`` (``platform.machine()``)
+    whose XNNPACK delegate takes the operators ``delegated()`` of ``PROBED``: the default
+    configuration's profile of that machine when it takes exactly those it was measured with,
+    otherwise (another CPU, another interpreter) the reference kernels, parity's
     host-independent specification."""
-    reference, default = PROFILES["tflite-reference"], PROFILES["tflite-xnnpack-x86"]
-    if platform.machine().lower() not in ("x86_64", "amd64"):
+    reference = PROFILES["tflite-reference"]
+    default = DEFAULT_PROFILES.get(machine.lower())
+    if default is None or not version.startswith("2.3"):
         return reference
     try:
-        with quietly():
-            taken = delegated_operators()
+        taken = delegated()
     except (ImportError, RuntimeError, ValueError):  # no interpreter, or one the probe cannot run
         return reference
-    return default if taken == default.delegated & frozenset(PROBED) else reference
+    return PROFILES[default] if taken == PROFILES[default].delegated & frozenset(PROBED) \
+        else reference
+
+
+# The profile of the default configuration per machine (``platform.machine()``).
+DEFAULT_PROFILES = {"x86_64": "tflite-xnnpack-x86", "amd64": "tflite-xnnpack-x86",
+                    "aarch64": "tflite-xnnpack-arm64", "arm64": "tflite-xnnpack-arm64"}

@@ -9,7 +9,9 @@ on an AMD EPYC Zen 4 (AVX512-VNNI) both natively and under ``qemu-x86_64 -cpu Ha
 (QEMU's user-mode emulator of an AVX2 CPU without VNNI, Debian package qemu-user), so that tests
 on either host class pin both profiles: see test_recorded_profiles.py. With ``--rpc`` the
 cases run on a device, by the onnxruntime there (canonqnn's device server, docs/devices.md): the
-ARM64 files were recorded so on the emulated Neoverse N1 of ``tools/arm-device``.
+ARM64 files were recorded so on the emulated Neoverse N1 of ``tools/arm-device``. The
+QLinearAdd / QLinearMul cases (``--cases``), whose arithmetic is the same on both x86 classes
+and differs on ARM64, were recorded on x86 on an AMD EPYC Zen 3 (AVX2) only.
 """
 
 from __future__ import annotations
@@ -56,13 +58,63 @@ def attention_u8s8():
     return attention_scores(np.uint8, np.int8), feeds
 
 
-CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention_u8s8}
+# (a_scale, a_zp, b_scale, b_zp, out_scale, out_zp) of int8 models where onnxruntime's x86 and
+# AArch64 QLinearAdd differ (uint8 models: zero points + 128): ties of ratios 1/2, ratios 1/2 and
+# 3/2, extreme zero points, and three the AArch64 kernel computes in float (a ratio of 300; both
+# below 2^-10; a ratio whose multiplier rounds up to 2^22)
+QLINEAR_ADD = [(0.05, 0, 0.05, 0, 0.1, 0), (0.025, -10, 0.075, 20, 0.05, -1),
+               (0.007, 127, 0.003, -128, 0.004, -128), (6.0, 0, 0.05, 0, 0.02, 0),
+               (1e-4, 3, 1.2e-4, -5, 0.1, 2),
+               (float(np.nextafter(np.float32(2.0), np.float32(0))), 0, 0.5, 0, 1.0, 0)]
+# ... and QLinearMul (its x86 kernel rounds the product before adding the zero point)
+QLINEAR_MUL = [(0.02, 10, 0.013, -20, 0.045, -7), (0.0039, -128, 0.0039, -128, 0.0039, -128),
+               (0.1, -128, 0.1, -128, 0.02, -128), (0.3, 0, 0.3, 0, 0.9, 0)]
 
 
-def record(out_dir: pathlib.Path, machine: str, device=None) -> list[pathlib.Path]:
+def qlinear_add_mul(dtype):
+    """QLinearAdd and QLinearMul (com.microsoft) of every pair of ``dtype`` codes, in both
+    broadcast layouts (A the scalar of each span, and B), one node per parameter set."""
+    from onnx import numpy_helper
+
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    shift = 128 if dtype == np.uint8 else 0
+    nodes, inits, outputs = [], [], []
+    for op, sets in (("QLinearAdd", QLINEAR_ADD), ("QLinearMul", QLINEAR_MUL)):
+        for k, params in enumerate(sets):
+            names = []
+            for i, value in enumerate(params):
+                name = f"{op}{k}_{i}"
+                names.append(name)
+                inits.append(numpy_helper.from_array(
+                    np.array(value, np.float32) if i % 2 == 0 else
+                    np.array(value + shift, dtype), name))
+            for a, b in (("A", "B"), ("B", "A")):
+                out = f"{op}{k}_{a}{b}"
+                nodes.append(helper.make_node(op, [a, *names[:2], b, *names[2:4], *names[4:]],
+                                              [out], domain="com.microsoft"))
+                outputs.append(helper.make_tensor_value_info(out, elem, [256, 256]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("A", elem, [256, 1]),
+                                           helper.make_tensor_value_info("B", elem, [1, 256])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    codes = np.arange(256) - 128 + shift
+    return model, [{"A": codes.astype(dtype).reshape(256, 1),
+                    "B": codes.astype(dtype).reshape(1, 256)}]
+
+
+CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention_u8s8,
+         "qlinear_add_mul_s8": lambda: qlinear_add_mul(np.int8),
+         "qlinear_add_mul_u8": lambda: qlinear_add_mul(np.uint8)}
+
+
+def record(out_dir: pathlib.Path, machine: str, device=None,
+           cases: list[str] | None = None) -> list[pathlib.Path]:
     profile = runtime.profile() if device is None else oracle.device_profile(device)
     written = []
-    for name, make in CASES.items():
+    for name in cases or CASES:
+        make = CASES[name]
         model, feeds = make()
         run, described = _runner(model, device)
         arrays = {"model": np.frombuffer(model.SerializeToString(), np.uint8),
@@ -106,6 +158,8 @@ def main() -> int:
     args.add_argument("--machine", default=platform.processor() or platform.machine(),
                       help="where this runs, as the fixture should name it")
     args.add_argument("--rpc", metavar="HOST:PORT[:KEY]", help="run the cases on this device")
+    args.add_argument("--cases", help="comma-separated cases to record (default: all of "
+                                      f"{', '.join(CASES)})")
     ns = args.parse_args()
     ns.dir.mkdir(parents=True, exist_ok=True)
     device = None
@@ -113,7 +167,7 @@ def main() -> int:
         from canonqnn.build import remote
 
         device = remote.connect(ns.rpc)
-    for path in record(ns.dir, ns.machine, device):
+    for path in record(ns.dir, ns.machine, device, ns.cases.split(",") if ns.cases else None):
         print(f"wrote {path}")
     return 0
 

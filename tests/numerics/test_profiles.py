@@ -36,26 +36,32 @@ def test_module_records_and_prints_its_profile():
     assert report.summary().startswith("numerics: exact")
 
 
-def test_arithmetic_a_profile_names_but_canonqnn_lacks_is_a_named_float_island():
-    # onnxruntime's NEON QLinearAdd is fixed point; canonqnn.add implements the float one.
+def test_the_arm64_profile_folds_quantized_adds_and_muls_with_its_own_rounding():
+    # onnxruntime's NEON QLinearAdd is fixed point and its QLinearMul fused: canonqnn.add and
+    # canonqnn.mul under rounding mlas_neon, where x86's profiles give rne_f32
     from onnx import helper  # noqa: PLC0415
 
+    from _canonical import canonical_calls  # noqa: PLC0415
     from _onnx_chains import qdq_model, scalar  # noqa: PLC0415
 
     nodes = [helper.make_node("DequantizeLinear", ["A", "sa", "za"], ["af"]),
              helper.make_node("DequantizeLinear", ["B", "sa", "za"], ["bf"]),
-             helper.make_node("Add", ["af", "bf"], ["yf"]),
+             helper.make_node("Add", ["af", "bf"], ["sf"]),
+             helper.make_node("Mul", ["sf", "bf"], ["yf"]),
              helper.make_node("QuantizeLinear", ["yf", "sy", "zy"], ["Y"])]
     inits = dict(sa=scalar(0.02, np.float32), za=scalar(1, np.int8),
                  sy=scalar(0.04, np.float32), zy=scalar(0, np.int8))
+    nodes[2:3] = [helper.make_node("Add", ["af", "bf"], ["s0"]),
+                  helper.make_node("QuantizeLinear", ["s0", "sy", "zy"], ["sq"]),
+                  helper.make_node("DequantizeLinear", ["sq", "sy", "zy"], ["sf"])]
     model = qdq_model(nodes, {"A": (np.int8, (2, 8)), "B": (np.int8, (2, 8))}, inits)
-    _, on_x86 = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-x86-avx2")
-    assert dict(on_x86.canonical_ops) == {"add": 1}
-    _, on_arm = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-arm64")
-    assert not on_arm.canonical_ops
-    (island,) = on_arm.float_islands
-    assert island.op == "relax.add" and "numerics profile onnxruntime-1.31-arm64: its " \
-        "quantized add is not implemented (add=fixed_point)" in island.reason
+    roundings = {}
+    for profile in ("onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-arm64"):
+        mod, report = canonqnn.canonicalize(canonqnn.load(model), numerics=profile)
+        assert dict(report.canonical_ops) == {"add": 1, "mul": 1} and not report.float_islands
+        roundings[profile] = {attrs["rounding"] for _, attrs, _ in canonical_calls(mod)}
+    assert roundings == {"onnxruntime-1.31-x86-avx2": {"rne_f32"},
+                         "onnxruntime-1.31-arm64": {"mlas_neon"}}
 
 
 def test_a_lookup_table_of_kernels_nobody_read_is_a_named_float_island(quantized_model):

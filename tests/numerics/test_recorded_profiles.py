@@ -1,6 +1,10 @@
 """Profiles pinned on any host: onnxruntime outputs recorded on each x86 host class and on an
 emulated ARM64 CPU (``fixtures/``, written by record_onnxruntime.py), reproduced by the module
-converted for the recorded profile, both by its numpy reference and by its TVM build."""
+converted for the recorded profile, both by its numpy reference and by its TVM build.
+
+Two kinds of case: u8 x s8 products (``*_u8s8``), whose sums tell the two x86 classes apart,
+recorded on all three; QLinearAdd and QLinearMul (``qlinear_*``), computed alike on both x86
+classes and otherwise on ARM64, recorded on x86 with AVX2 and on ARM64."""
 
 from __future__ import annotations
 
@@ -29,12 +33,18 @@ def load_fixture(path: pathlib.Path):
     return model, str(arrays["profile"]), str(arrays["machine"]), [runs[k] for k in sorted(runs)]
 
 
-def test_both_x86_host_classes_and_arm64_are_recorded_for_every_case():
-    names = {p.name.split(".")[0] for p in FIXTURES}
-    profiles = {p.name.split(".", 1)[1][:-4] for p in FIXTURES}
-    assert profiles == {"onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni",
-                        "onnxruntime-1.31-arm64"}
-    assert len(FIXTURES) == len(names) * len(profiles)
+PRODUCTS = sorted({p.name.split(".")[0] for p in FIXTURES if p.name.split(".")[0].endswith("u8s8")})
+ELEMENTWISE = sorted({p.name.split(".")[0] for p in FIXTURES} - set(PRODUCTS))
+
+
+def test_each_case_is_recorded_on_the_host_classes_it_tells_apart():
+    recorded = {(p.name.split(".")[0], p.name.split(".", 1)[1][:-4]) for p in FIXTURES}
+    x86 = ("onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni")
+    assert len(PRODUCTS) == 2 and len(ELEMENTWISE) == 2
+    assert recorded == {(case, profile) for case in PRODUCTS
+                        for profile in (*x86, "onnxruntime-1.31-arm64")} | \
+        {(case, profile) for case in ELEMENTWISE
+         for profile in (x86[0], "onnxruntime-1.31-arm64")}
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=[p.name[:-4] for p in FIXTURES])
@@ -51,7 +61,20 @@ def test_recorded_onnxruntime_outputs_are_reproduced_under_their_profile(path):
             np.testing.assert_array_equal(got[name], want, f"build, run {k} ({machine})")
 
 
-@pytest.mark.parametrize("case", sorted({p.name.split(".")[0] for p in FIXTURES}))
+@pytest.mark.parametrize("case", ELEMENTWISE)
+def test_arm64_adds_and_multiplies_otherwise_than_x86_on_every_parameter_set(case):
+    # onnxruntime's NEON QLinearAdd (fixed point, or float for ratios out of its range) and
+    # QLinearMul (fused) against its x86 ones: the fixtures tell the arithmetics apart
+    (_, _, machine, arm), (_, _, _, x86) = (
+        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
+        for h in ("arm64", "x86-avx2"))
+    assert "Neoverse N1" in machine
+    for op in ("QLinearAdd", "QLinearMul"):
+        assert sum(int(np.count_nonzero(arm[0][1][name] != x86[0][1][name]))
+                   for name in arm[0][1] if name.startswith(op)) > 0, op
+
+
+@pytest.mark.parametrize("case", PRODUCTS)
 def test_the_host_classes_differ_on_every_recorded_case(case):
     # Each fixture discriminates: the AVX2 recording saturates where the VNNI one is exact.
     (_, _, _, avx2), (_, _, _, vnni) = (
@@ -62,7 +85,7 @@ def test_the_host_classes_differ_on_every_recorded_case(case):
     assert differing > 0
 
 
-@pytest.mark.parametrize("case", sorted({p.name.split(".")[0] for p in FIXTURES}))
+@pytest.mark.parametrize("case", PRODUCTS)
 def test_arm64_sums_u8_by_s8_exactly_as_vnni_does(case):
     # onnxruntime's ARM64 kernels (sdot/udot, on the emulated Neoverse N1) sum every product:
     # the same outputs as the VNNI recording, where the AVX2 one saturates pair sums.

@@ -281,12 +281,11 @@ def bias_of(g: G, qp: QParams, stored: str = "int8"):
 
 
 # -- the engine and the shared matchers
-@example("_engine.attempt#1", "binary", "binary_arithmetic",
-         "its quantized add is not implemented (add=fixed_point)",
+@example("_engine.attempt#1", "lut", "table_profile",
+         "its lookup-table functions is not implemented (tables=unverified)",
          numerics=f"onnxruntime-{ORT_VERSION}-arm64")
-def add_under_a_profile_without_its_add():
-    return module({"a": i8(*NCHW), "b": i8(*NCHW)},
-                  lambda g, a, b: g.q(g(r.add(g.dq(a), g.dq(b)))))
+def table_under_a_profile_without_its_tables():
+    return module({"x": i8(*NCHW)}, lambda g, x: g.q(g(r.sigmoid(g.dq(x)))))
 
 
 @example("_match.per_tensor_int8: {what} is {qp.dtype}, not {' or...",

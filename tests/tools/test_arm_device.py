@@ -1,6 +1,6 @@
 """The emulated AArch64 device (``tools/arm-device``): canonqnn's AArch64 builds, cross-compiled
 here, run there through ``--rpc`` and equal the numpy reference, and parity there is bit-exact
-with the onnxruntime-aarch64 running beside them.
+with the onnxruntime-aarch64 and the TFLite interpreter running beside them.
 
 Marked ``arm_device``: out of the default run, run by ``.ci/run`` (``pytest -m arm_device``),
 where ``CANONQNN_REQUIRE_ARM_DEVICE=1`` turns a missing tool from a skip into a failure.
@@ -8,6 +8,7 @@ where ``CANONQNN_REQUIRE_ARM_DEVICE=1`` turns a missing tool from a skip into a 
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -19,7 +20,8 @@ import pytest
 
 from _devices import saved_mobilenet, sessions_closed  # noqa: F401  (autouse)
 from canonqnn.cli import EXIT_ERROR, main
-from canonqnn.testing import onnx_models
+from canonqnn.tables import kernel_table
+from canonqnn.testing import onnx_models, tflite_models
 
 pytestmark = pytest.mark.arm_device
 
@@ -127,3 +129,65 @@ def test_build_verifies_on_the_device_and_tunes_with_candidates_measured_there(
                (tmp_path / "m.tuning" / "database_tuning_record.json").read_text().splitlines()]
     assert records  # each: the schedule, its run times measured, the target, the arguments
     assert all(r[1] and r[2]["mtriple"] == "aarch64-linux-gnu" for r in records)
+
+
+@pytest.mark.parametrize("network", ["mobilenet_v1", "mobilenet_v2", "classifier"])
+def test_tflite_networks_on_the_device_are_bit_exact_with_its_default_interpreter(
+        device, network, tmp_path, capsys):
+    """The example TFLite networks, int8 and uint8, their last feature map an output too: the
+    default interpreter there (its XNNPACK delegate, NEON kernels) is the specification."""
+    for dtype in ("int8", "uint8"):
+        path = tmp_path / f"{network}_{dtype}.tflite"
+        path.write_bytes(tflite_models.ARCHITECTURES[network](dtype=dtype, features=True))
+        assert main(["parity", str(path), "--rpc", device, "--runs", "2", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["exact"], (dtype, result["outputs"])
+        assert len(result["outputs"]) == 2
+        assert result["numerics"] == result["runtime_numerics"] == "tflite-xnnpack-arm64"
+        assert result["reference"].startswith("TFLite interpreter (ai-edge-litert 2.3.0) on "
+                                              "aarch64, OpResolverType.BUILTIN ")
+        assert "+dotprod" in result["target"]
+
+
+def test_tflite_delegate_tables_on_the_device_equal_the_profiles(device):
+    """Every input code of LOGISTIC, TANH, LEAKY_RELU (int8, uint8) and ELU (int8) under the
+    default interpreter there equals the tables of ``tflite-xnnpack-arm64``: random parameters
+    and those where XNNPACK's table differs from the reference kernels'."""
+    from _tflite import T, single_op
+    from canonqnn.build import remote
+    from canonqnn.frontends.tflite.oracle import _run_on_device
+    from canonqnn.frontends.tflite.reader import read_model
+    from canonqnn.numerics import get
+    from test_litert_xnnpack_tables import CHOSEN, CODES, OPS, _chosen, random_params
+
+    family = get("tflite-xnnpack-arm64").tables
+    connected = remote.connect(device)
+    compared = delegated = 0
+    try:
+        for function, dtypes in (("sigmoid", ("int8", "uint8")), ("tanh", ("int8", "uint8")),
+                                 ("leaky_relu", ("int8", "uint8")), ("elu", ("int8",))):
+            rng = np.random.default_rng(len(function))
+            cases = random_params(rng, function, 40) + [_chosen(f, p) for f, p in CHOSEN
+                                                        if f == function]
+            for dtype, (in_qp, out_qp, alpha) in itertools.product(dtypes, cases):
+                shift = 128 if dtype == "uint8" else 0
+                model = single_op(
+                    OPS[function],
+                    [T((1, 256), dtype, in_qp.scalar_scale, in_qp.scalar_zp + shift)],
+                    [T((1, 256), dtype, out_qp.scalar_scale, out_qp.scalar_zp + shift)],
+                    **({"alpha": alpha} if function == "leaky_relu" else {}))
+                m = read_model(model)
+                x = (CODES.astype(np.int32) + shift).astype(dtype).reshape(1, 256)
+                (y,), _, taken = _run_on_device(connected, model, "BUILTIN",
+                                                {m.tensors[m.inputs[0]].name: x},
+                                                [m.tensors[m.outputs[0]].name])
+                want = (y.reshape(-1).astype(np.int32) - shift).astype(np.int8)
+                got = kernel_table("tflite", function, in_qp, out_qp, family,
+                                   source_dtype=dtype,
+                                   **({"alpha": alpha} if function == "leaky_relu" else {}))
+                np.testing.assert_array_equal(got, want, f"{function} {dtype} {in_qp} {out_qp}")
+                compared += 1
+                delegated += taken
+    finally:
+        connected.release()
+    assert compared >= 280 and delegated >= 260

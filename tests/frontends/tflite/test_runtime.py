@@ -17,7 +17,7 @@ X86 = platform.machine().lower() in ("x86_64", "amd64")
 
 def test_every_probe_model_prepares_in_the_default_interpreter():
     for kind in runtime.PROBED:
-        interp = litert.Interpreter(model_content=runtime._probe_model(kind))
+        interp = litert.Interpreter(model_content=runtime.probe_model(kind))
         interp.allocate_tensors()
         assert any(d["op_name"] == kind for d in interp._get_ops_details()), kind
 
@@ -33,8 +33,8 @@ def test_a_probe_model_the_delegate_takes_runs_in_it():
     """The probe reads delegation from the execution plan: a delegated node is replaced."""
     if not X86:
         pytest.skip(f"measured on x86-64, not {platform.machine()}")
-    taken = litert.Interpreter(model_content=runtime._probe_model("CONV_2D"))
-    left = litert.Interpreter(model_content=runtime._probe_model("SOFTMAX"))
+    taken = litert.Interpreter(model_content=runtime.probe_model("CONV_2D"))
+    left = litert.Interpreter(model_content=runtime.probe_model("SOFTMAX"))
     for interp in (taken, left):
         interp.allocate_tensors()
         x = interp.get_input_details()[0]
