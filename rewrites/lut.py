@@ -159,16 +159,18 @@ def _table_axis(graph: _Graph, x_shape: tuple[int, ...]) -> int | Decline:
     return axes.pop() if axes else -1
 
 
-def _evaluate(source: str, graph: _Graph, values: np.ndarray, rank: int) -> np.ndarray:
+def _evaluate(source: str, family: str, graph: _Graph, values: np.ndarray,
+              rank: int) -> np.ndarray:
     """``g`` on ``values`` laid out as [256, 1, ..., 1] (constants broadcast behind the
-    leading axis; per-axis attributes are passed as negative axes)."""
+    leading axis; per-axis attributes are passed as negative axes), as ``source`` computes it
+    under the profile's tables ``family``."""
     memo = {leaf: values.reshape((-1,) + (1,) * rank) for leaf in graph.leaves}
     memo.update({var: tables.dequantize(source, _tvm.const_value(parsed.operand), parsed.qparams)
                  for var, parsed in graph.consts.items()})
-    return _value_of(graph.root, source, graph, memo, rank)
+    return _value_of(graph.root, (source, family), graph, memo, rank)
 
 
-def _value_of(expr: Any, source: str, graph: _Graph, memo: dict, rank: int):
+def _value_of(expr: Any, source: tuple[str, str], graph: _Graph, memo: dict, rank: int):
     # (a function of the module: a nested one calling itself would be a reference cycle,
     # garbage only the cyclic collector frees - which a conversion pauses)
     if _tvm.is_const(expr):
@@ -180,9 +182,9 @@ def _value_of(expr: Any, source: str, graph: _Graph, memo: dict, rank: int):
         attrs = _tvm.attrs_dict(call)
         if "axis" in attrs:
             attrs["axis"] = int(attrs["axis"]) % rank - rank
-        memo[expr] = tables.evaluate(source, _op_name(call),
+        memo[expr] = tables.evaluate(source[0], _op_name(call),
                                      [_value_of(a, source, graph, memo, rank)
-                                      for a in call.args], attrs)
+                                      for a in call.args], attrs, source[1])
     return memo[expr]
 
 
@@ -344,9 +346,10 @@ def lut_table(ctx: Context, m: LutChain):
     if m.kernel_source:
         return _kernel_table(ctx, graph, out)
     for var, op in graph.ops.items():
-        if not tables.evaluates(ctx.source, _op_name(op)):
+        if not tables.evaluates(ctx.source, _op_name(op), ctx.numerics.tables):
             return Decline(f"{_tvm.op_name(op)} has no {ctx.source} table evaluator in "
-                           "canonqnn/tables; the chain stays float", var)
+                           f"canonqnn/tables (tables {ctx.numerics.tables}); the chain stays "
+                           "float", var)
     if (why := per_tensor_int8(out, "output", graph.root)) is not None:
         return why
     x = next(iter(graph.leaves.values()))
@@ -359,8 +362,8 @@ def lut_table(ctx: Context, m: LutChain):
     if isinstance(axis, Decline):
         return axis
     try:
-        real = _evaluate(ctx.source, graph, tables.input_values(ctx.source, x.qparams),
-                         len(x_shape))
+        real = _evaluate(ctx.source, ctx.numerics.tables, graph,
+                         tables.input_values(ctx.source, x.qparams), len(x_shape))
     except tables.NotEvaluable as exc:
         return Decline(f"{exc}; the chain stays float", graph.root)
     layout = [1] * len(x_shape)

@@ -52,7 +52,12 @@ class Resize:
 
 def resize_geometry(ctx: Context, m: UnaryChain):
     geometry = _geometry(m.inner, m.at)
-    return geometry if isinstance(geometry, Decline) else Resize(m.out, m.act, m.x, geometry)
+    if isinstance(geometry, Decline):
+        return geometry
+    if geometry["method"] == "linear" and ctx.rounding == "rne_f32":
+        # onnxruntime's float bilinear Resize: ``require`` raises the profile's refusal
+        ctx.numerics.require("float_resize", ("x86",), "its float linear Resize")
+    return Resize(m.out, m.act, m.x, geometry)
 
 
 def build_resize(ctx: Context, m: Resize):

@@ -28,8 +28,9 @@ EXACT, PAIR_SAT16 = "exact", "u8s8_pair_sat16"
 MEASURED = "measured: the runtime was run on this host class and the tests pin it"
 # ARM64: the runtime's own AArch64 build, run under qemu (tools/arm-device, docs/devices.md)
 MEASURED_EMULATED = ("measured under emulation (qemu's Neoverse N1, tools/arm-device): its u8 x "
-                     "s8 sums, its QLinearAdd and QLinearMul on every pair of inputs, pinned by "
-                     "recorded outputs; its tables are not built (not reproduced)")
+                     "s8 sums, its QLinearAdd and QLinearMul on every pair of inputs and its "
+                     "sigmoid, tanh and leaky relu tables, pinned by recorded outputs; tables "
+                     "of other functions are not built")
 MEASURED_EMULATED_TFLITE = ("measured under emulation (qemu's Neoverse N1, tools/arm-device): "
                             "the example networks and every table code, pinned by "
                             "tests/tools/test_arm_device.py")
@@ -63,7 +64,8 @@ class Profile:
     # AVX2+FMA and Eigen's SSE code paths, as canonqnn/tables reproduces them), "tflite" (the
     # reference kernels), "xnnpack_avx2" / "xnnpack_avx512" (XNNPACK's AVX2+FMA3 / AVX-512F
     # float32 kernels), "tflite_xnnpack" (TFLite's XNNPACK delegate), "tflite_builtin"
-    # (TFLite's built-in optimized kernels), "unverified"
+    # (TFLite's built-in optimized kernels), "onnxruntime_arm64" (onnxruntime's AArch64 build,
+    # for the functions measured there), "unverified"
     # (another ISA's kernels, not reproduced: no table is built).
     tables: str = "x86"
     # A float32 conv bias (no dequantize) quantized to the accumulator's scale s: "divide"
@@ -83,6 +85,11 @@ class Profile:
     # different parameters): "rounding" (canonqnn.requantize with the profile's rounding: under
     # xnnpack XNNPACK's convert) or "unverified" (how the runtime computes it was not measured).
     requantize: str = "rounding"
+    # onnxruntime's float linear Resize between DequantizeLinear and QuantizeLinear (what
+    # canonqnn.resize2d's float kernel computes under rne_f32): "x86" (its x86-64 build: each
+    # product and sum rounded, measured) or "unverified" (its AArch64 build gives other values:
+    # 1 LSB on 0.7 % of a network's measured, not reproduced).
+    float_resize: str = "x86"
     # A runtime that hands some operators to another engine (TFLite's default interpreter
     # gives the XNNPACK delegate the operators it takes and runs the rest with its built-in
     # kernels): ``delegated`` names the source operators this profile's choices apply to, and
@@ -213,7 +220,8 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
             description="MLAS on x86-64 with AVX512-VNNI or AVX-VNNI (AMD Zen 4/5, Intel Ice "
                         "Lake and later): u8 x s8 GEMMs sum exactly (vpdpbusd)"),
     Profile(f"onnxruntime-{ORT_VERSION}-arm64", "onnxruntime", ORT_VERSION, "arm64",
-            MEASURED_EMULATED, add="mlas_neon", mul="mlas_neon", tables="unverified",
+            MEASURED_EMULATED, add="mlas_neon", mul="mlas_neon", tables="onnxruntime_arm64",
+            float_resize="unverified",
             description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
                         "point, QLinearMul with a fused multiply-add)"),
     *_tflite_profiles(),

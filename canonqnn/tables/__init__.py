@@ -18,7 +18,8 @@ Where one source's runtime computes differently on different hosts or configurat
 numerics profile's ``tables`` choice names the module (``FAMILIES``, passed as ``family``):
 ``xnnpack_avx2`` and ``xnnpack_avx512`` (ExecuTorch's XNNPACK by x86 class), and
 ``tflite_xnnpack`` (TFLite's default interpreter, whose XNNPACK delegate takes some int8
-builtins from the reference kernels: ``canonqnn.tables.litert_xnnpack``).
+builtins from the reference kernels: ``canonqnn.tables.litert_xnnpack``), and
+``onnxruntime_arm64`` (onnxruntime's AArch64 build: ``canonqnn.tables.onnxruntime_arm64``).
 
 Pure numpy: importing this package imports neither TVM nor any model format. Each source's
 module is imported when first asked for; ``tflite``'s Q31 arithmetic still comes from
@@ -43,7 +44,8 @@ RUNTIMES: dict[str, str] = {"onnx": "onnxruntime", "tflite": "tflite", "torch": 
 FAMILIES: dict[str, tuple[str, str]] = {"xnnpack_avx2": ("torch", "xnnpack"),
                                         "xnnpack_avx512": ("torch", "xnnpack_avx512"),
                                         "tflite_xnnpack": ("tflite", "litert_xnnpack"),
-                                        "tflite_builtin": ("tflite", "tflite_builtin")}
+                                        "tflite_builtin": ("tflite", "tflite_builtin"),
+                                        "onnxruntime_arm64": ("onnx", "onnxruntime_arm64")}
 CODES = INT8_CODES  # table row index i holds code i - 128
 
 
@@ -59,18 +61,21 @@ def runtime(source: str, family: str | None = None) -> ModuleType:
     return importlib.import_module(f"{__name__}.{name}")
 
 
-def evaluates(source: str, op: str) -> bool:
-    """Whether ``source`` has an evaluator for the Relax op ``op``."""
-    return source in RUNTIMES and op in runtime(source).EVALUATORS
+def evaluates(source: str, op: str, family: str | None = None) -> bool:
+    """Whether ``source`` (under the profile's tables ``family``) has an evaluator for the
+    Relax op ``op``."""
+    return source in RUNTIMES and op in runtime(source, family).EVALUATORS
 
 
-def evaluate(source: str, op: str, args: list, attrs: dict) -> np.ndarray:
-    """The float32 result of Relax op ``op`` on numpy ``args`` as ``source`` computes it.
+def evaluate(source: str, op: str, args: list, attrs: dict,
+             family: str | None = None) -> np.ndarray:
+    """The float32 result of Relax op ``op`` on numpy ``args`` as ``source`` computes it (under
+    the profile's tables ``family``).
 
     Raises ``NotEvaluable`` (with the reason) for ops or attributes the source has no kernel
     for.
     """
-    return runtime(source).evaluate(op, list(args), dict(attrs))
+    return runtime(source, family).evaluate(op, list(args), dict(attrs))
 
 
 def input_values(source: str, qp: QParams) -> np.ndarray:

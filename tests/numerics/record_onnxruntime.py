@@ -104,7 +104,45 @@ def qlinear_add_mul(dtype):
                     "B": codes.astype(dtype).reshape(1, 256)}]
 
 
+# (x_scale, x_zp, y_scale, y_zp) of int8 tables (uint8: zero points + 128): typical ones, and
+# one whose input code 0 dequantizes to 17.482065, where MLAS's x86 logistic gives 1.0000001
+# and its AArch64 one 1.0, quantized apart by the output scale
+TABLES = {"Sigmoid": [(0.05, 3, 1 / 256, -128), (0.13657863438129425, -128, 0.007662835065275431,
+                                                  -128)],
+          "Tanh": [(0.031, -5, 1 / 128, 0), (0.09, 20, 0.0075, 2)],
+          "LeakyRelu": [(0.05, 3, 0.02, -40), (0.11, -7, 0.07, 11)]}
+
+
+def qdq_tables(dtype):
+    """DequantizeLinear -> Sigmoid / Tanh / LeakyRelu (alpha 0.1) -> QuantizeLinear of every
+    ``dtype`` code, one chain per parameter set: what canonqnn makes lookup tables of."""
+    from onnx import numpy_helper
+
+    elem = TensorProto.INT8 if dtype == np.int8 else TensorProto.UINT8
+    shift = 128 if dtype == np.uint8 else 0
+    nodes, inits, outputs = [], [], []
+    for op, sets in TABLES.items():
+        for k, (sx, zx, sy, zy) in enumerate(sets):
+            p = f"{op}{k}"
+            inits += [numpy_helper.from_array(np.array(sx, np.float32), f"{p}_sx"),
+                      numpy_helper.from_array(np.array(zx + shift, dtype), f"{p}_zx"),
+                      numpy_helper.from_array(np.array(sy, np.float32), f"{p}_sy"),
+                      numpy_helper.from_array(np.array(zy + shift, dtype), f"{p}_zy")]
+            nodes += [helper.make_node("DequantizeLinear", ["X", f"{p}_sx", f"{p}_zx"], [f"{p}_x"]),
+                      helper.make_node(op, [f"{p}_x"], [f"{p}_f"],
+                                       **({"alpha": 0.1} if op == "LeakyRelu" else {})),
+                      helper.make_node("QuantizeLinear", [f"{p}_f", f"{p}_sy", f"{p}_zy"], [p])]
+            outputs.append(helper.make_tensor_value_info(p, elem, [256]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", elem, [256])],
+                              outputs, inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    return model, [{"X": (np.arange(256) - 128 + shift).astype(dtype)}]
+
+
 CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention_u8s8,
+         "qdq_tables_s8": lambda: qdq_tables(np.int8),
+         "qdq_tables_u8": lambda: qdq_tables(np.uint8),
          "qlinear_add_mul_s8": lambda: qlinear_add_mul(np.int8),
          "qlinear_add_mul_u8": lambda: qlinear_add_mul(np.uint8)}
 

@@ -33,17 +33,19 @@ def load_fixture(path: pathlib.Path):
     return model, str(arrays["profile"]), str(arrays["machine"]), [runs[k] for k in sorted(runs)]
 
 
-PRODUCTS = sorted({p.name.split(".")[0] for p in FIXTURES if p.name.split(".")[0].endswith("u8s8")})
-ELEMENTWISE = sorted({p.name.split(".")[0] for p in FIXTURES} - set(PRODUCTS))
+CASES = sorted({p.name.split(".")[0] for p in FIXTURES})
+PRODUCTS = [case for case in CASES if case.endswith("u8s8")]
+ELEMENTWISE = [case for case in CASES if case.startswith("qlinear_")]
+TABLES = [case for case in CASES if case.startswith("qdq_tables_")]
 
 
 def test_each_case_is_recorded_on_the_host_classes_it_tells_apart():
     recorded = {(p.name.split(".")[0], p.name.split(".", 1)[1][:-4]) for p in FIXTURES}
     x86 = ("onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni")
-    assert len(PRODUCTS) == 2 and len(ELEMENTWISE) == 2
+    assert len(PRODUCTS) == len(ELEMENTWISE) == len(TABLES) == 2
     assert recorded == {(case, profile) for case in PRODUCTS
                         for profile in (*x86, "onnxruntime-1.31-arm64")} | \
-        {(case, profile) for case in ELEMENTWISE
+        {(case, profile) for case in ELEMENTWISE + TABLES
          for profile in (x86[0], "onnxruntime-1.31-arm64")}
 
 
@@ -72,6 +74,17 @@ def test_arm64_adds_and_multiplies_otherwise_than_x86_on_every_parameter_set(cas
     for op in ("QLinearAdd", "QLinearMul"):
         assert sum(int(np.count_nonzero(arm[0][1][name] != x86[0][1][name]))
                    for name in arm[0][1] if name.startswith(op)) > 0, op
+
+
+@pytest.mark.parametrize("case", TABLES)
+def test_arm64_tables_differ_from_x86_only_where_its_logistic_is_clamped_at_one(case):
+    # the second Sigmoid's input code 0 is 17.482065: 1.0000001 on x86, 1.0 on AArch64
+    (_, _, _, [(_, arm)]), (_, _, _, [(feed, x86)]) = (
+        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
+        for h in ("arm64", "x86-avx2"))
+    differing = {name: np.flatnonzero(arm[name] != x86[name]).tolist() for name in arm}
+    zero_code = int(np.flatnonzero(feed["X"].astype(np.int32) == (128 if "u8" in case else 0))[0])
+    assert differing == {name: [zero_code] if name == "Sigmoid1" else [] for name in arm}
 
 
 @pytest.mark.parametrize("case", PRODUCTS)

@@ -23,7 +23,6 @@ import canonqnn
 from canonqnn import _tvm, qdq
 from canonqnn._tvm import relax, tirx
 from canonqnn.io import IO_ATTR, ModelIO
-from canonqnn.numerics import ORT_VERSION
 from canonqnn.qparams import QParams, product_scale
 from canonqnn.rewrites import Decline, Rule
 from canonqnn.rewrites._engine import NearMiss
@@ -283,7 +282,7 @@ def bias_of(g: G, qp: QParams, stored: str = "int8"):
 # -- the engine and the shared matchers
 @example("_engine.attempt#1", "lut", "table_profile",
          "its lookup-table functions is not implemented (tables=unverified)",
-         numerics=f"onnxruntime-{ORT_VERSION}-arm64")
+         numerics="xnnpack")
 def table_under_a_profile_without_its_tables():
     return module({"x": i8(*NCHW)}, lambda g, x: g.q(g(r.sigmoid(g.dq(x)))))
 
