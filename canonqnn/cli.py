@@ -433,7 +433,7 @@ def parser() -> argparse.ArgumentParser:
                                      "device's)")
     pa.add_argument("--rpc", metavar="HOST:PORT[:KEY]",
                     help="build for a device, run the build and the source runtime there and "
-                         "compare (ONNX models; docs/devices.md)")
+                         "compare (ONNX and TFLite models; docs/devices.md)")
     pa.add_argument("--json", action="store_true", help="one JSON object on stdout")
     pa.set_defaults(func=cmd_parity)
 

@@ -20,7 +20,8 @@ from _devices import saved_mobilenet, sessions_closed  # noqa: F401  (autouse)
 from canonqnn.build import remote
 from canonqnn.cli import EXIT_ERROR, main
 from canonqnn.errors import CanonqnnError
-from canonqnn.testing import onnx_models
+from canonqnn.frontends.tflite import runtime as tflite_runtime
+from canonqnn.testing import onnx_models, tflite_models
 
 SERVER = os.path.join(os.path.dirname(canonqnn.__file__), "build", "device_server.py")
 
@@ -99,6 +100,23 @@ def test_parity_on_the_device_compares_with_the_onnxruntime_there(server, model,
     assert result["reference"].startswith("onnxruntime 1.31.1 CPU on x86_64")
     assert result["reference"].endswith(f"(the device at {server})")
     assert result["device"] == {"address": server, "machine": "x86_64"}
+
+
+def test_parity_of_a_tflite_model_on_the_device_compares_with_its_interpreter_there(
+        server, tmp_path, capsys):
+    path = tmp_path / "classifier.tflite"
+    path.write_bytes(tflite_models.classifier())
+    # two commands, one after the other: each frees its session when it ends
+    for _ in range(2):
+        assert main(["parity", str(path), "--rpc", server, "--runs", "1", "--json"]) == 0
+        result = json.loads(capsys.readouterr().out)
+        assert result["exact"]
+        # the device's interpreter is probed there for its profile, and runs each resolver
+        assert result["numerics"] == result["runtime_numerics"] == tflite_runtime.profile().name
+        assert result["reference"].startswith("TFLite interpreter (ai-edge-litert 2.3.0) on "
+                                              "x86_64, OpResolverType.")
+        assert result["reference"].endswith(f"(the device at {server})")
+        assert len(result["also_compared"]) == 2
 
 
 def test_a_tracker_hands_out_the_device_of_a_key_and_names_the_keys_it_has():
