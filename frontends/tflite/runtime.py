@@ -142,7 +142,7 @@ def profile_of(version: str, machine: str, delegated: Callable[[], frozenset[str
     host-independent specification."""
     reference = PROFILES["tflite-reference"]
     default = DEFAULT_PROFILES.get(machine.lower())
-    if default is None or not version.startswith("2.3"):
+    if default is None or version.split(".")[:2] != ["2", "3"]:  # the version measured
         return reference
     try:
         taken = delegated()
