@@ -44,7 +44,8 @@ class FormatModule(Protocol):
 # {name: value}`` giving the source runtime's values of inner tensors of the model, with which
 # the first diverging layer is also compared with the runtime (ONNX has it); and for parity on
 # a device (``--rpc``, a ``canonqnn.build.remote.Device``), ``device_runtimes(model, io,
-# profile, device)`` and ``device_profile(device)``, the runtime installed there (ONNX has them).
+# profile, device)`` and ``device_profile(device)``, the runtime installed there (ONNX and
+# TFLite have them), and ``device_runtime_tensors(model, profile, device)`` (ONNX has it).
 
 
 @dataclass(frozen=True)

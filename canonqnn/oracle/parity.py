@@ -259,16 +259,23 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             "none in the arithmetic choices the profiles name"]
     if also:
         extra["also_compared"] = also
-    if differing_feed is not None and device is not None:
-        extra["first_divergence_summary"] = (
-            "first diverging layer: not searched on a device (the search builds and runs each "
-            "layer alone: run parity on a host of the device's architecture)")
-    elif differing_feed is not None:
+    if differing_feed is not None:
         from .divergence import first_divergence
 
-        tensors = getattr(fmt.implementation(), "runtime_tensors", None)
-        found = first_divergence(mod, built, differing_feed, lambda one: build(one, target),
-                                 tensors(model, module_profile) if tensors else None)
+        # on a device, each layer built alone runs there, and the source runtime's tensors
+        # come from the runtime there
+        if device is not None:
+            tensors = getattr(fmt.implementation(), "device_runtime_tensors", None)
+            source_tensors = tensors(model, module_profile, device) if tensors else None
+        else:
+            tensors = getattr(fmt.implementation(), "runtime_tensors", None)
+            source_tensors = tensors(model, module_profile) if tensors else None
+
+        def build_one(one: Any) -> Any:
+            alone = build(one, target)
+            return upload(alone, device) if device is not None else alone
+
+        found = first_divergence(mod, built, differing_feed, build_one, source_tensors)
         extra["first_divergence"] = found.to_json() if found else None
         extra["first_divergence_summary"] = found.summary() if found else (
             "first diverging layer: none found (every canonical op equals its reference and "

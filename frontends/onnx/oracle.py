@@ -161,6 +161,21 @@ def device_runtimes(model: Any, io: Any, profile: Any, device: Any) -> list[Sour
     return [source]
 
 
+def device_runtime_tensors(model: Any, profile: Any, device: Any):
+    """``runtime_tensors`` with onnxruntime on ``device``: the named tensors exposed as extra
+    graph outputs, the model run there as ``device_runtimes`` runs it."""
+
+    def run(names: list[str], feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        proto, wanted = expose_tensors(model, names)
+        if not wanted:
+            return {}
+        outputs = run_on_device(device, proto.SerializeToString(), feed, wanted,
+                                runtime.ORT_CONFIGS, profile.threads)
+        return dict(zip(wanted, outputs[:-1]))
+
+    return run
+
+
 def run_on_device(device: Any, model: bytes, feed: dict[str, np.ndarray], names: list[str],
                   configs: Any, threads: int | None) -> list[Any]:
     """The outputs ``names`` of onnxruntime on ``device`` (a serialized ``model``, its session

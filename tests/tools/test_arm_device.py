@@ -114,12 +114,17 @@ def test_onnx_networks_on_the_device_are_bit_exact_with_onnxruntime_there(
 def test_a_float_linear_resize_stays_a_named_island_that_parity_on_the_device_shows(
         device, tmp_path, capsys):
     # onnxruntime-aarch64's float bilinear Resize is not reproduced: the island is named, and
-    # the difference it makes is reported, not hidden
+    # the difference it makes is reported and located on the device, not hidden
     result = _device_parity(device, "conv_classifier", "qdq", "s8", tmp_path, capsys,
                             EXIT_DIFFERS)
     assert [i["op"] for i in result["float_islands"]] == ["relax.image.resize2d"]
     assert "float_resize=unverified" in result["float_islands"][0]["reason"]
     assert 0 < result["outputs"][0]["max_abs_diff"] <= 2
+    # searched there: the layer reading the island's result is the first that parts from
+    # onnxruntime-aarch64's tensors; the build equals its reference
+    found = result["first_divergence"]
+    assert (found["op"], found["tensor"]) == ("conv2d", "conv5_out_QuantizeLinear_Output")
+    assert found["reference_vs_runtime"] > 0 and not found["build_vs_reference"]
 
 
 def _device_parity(device, arch, fmt, activation, tmp_path, capsys, code) -> dict:
