@@ -16,7 +16,9 @@ import json
 import os
 import shutil
 import struct
+import sys
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,8 +91,25 @@ def connect(address: str) -> Device:
                   described.get("features", []), _session=session)
 
 
+WAIT_NOTE_SECONDS = 10.0  # a session not opened by then: say why it waits
+
+
 def _open(address: str) -> Any:
-    """A new RPC session with the device at ``address``."""
+    """A new RPC session with the device at ``address``. A server serves one session at a
+    time and holds the next client until then, silently: after ``WAIT_NOTE_SECONDS`` a note on
+    stderr says so."""
+    note = threading.Timer(WAIT_NOTE_SECONDS, lambda: print(
+        f"canonqnn: waiting for the device at {address}: it serves one session at a time and "
+        f"another client holds it", file=sys.stderr, flush=True))
+    note.daemon = True
+    note.start()
+    try:
+        return _open_now(address)
+    finally:
+        note.cancel()
+
+
+def _open_now(address: str) -> Any:
     host, port, key = parse(address)
     try:
         if key is None:

@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -191,3 +192,16 @@ def test_build_for_a_device_runs_there_and_its_target_is_the_devices(server, mod
     assert f"device: {server} (x86_64): loaded and ran there" in out
     target = next(line for line in out.splitlines() if line.startswith("target: "))
     assert '"mtriple":"x86_64-linux-gnu"' in target
+
+
+def test_a_client_held_back_by_a_busy_device_is_told_why_it_waits(server, monkeypatch, capfd):
+    monkeypatch.setattr(remote, "WAIT_NOTE_SECONDS", 0.5)
+    holder = remote.connect(server)  # the one session the server serves now
+    waiting = threading.Thread(target=lambda: remote.connect(server).release(), daemon=True)
+    waiting.start()
+    time.sleep(2)
+    assert f"canonqnn: waiting for the device at {server}: it serves one session at a time " \
+        "and another client holds it" in capfd.readouterr().err
+    holder.release()
+    waiting.join(60)
+    assert not waiting.is_alive()  # served once the first session closed
