@@ -56,15 +56,19 @@ def resize_geometry(ctx: Context, m: UnaryChain):
         return geometry
     if geometry["method"] == "linear" and ctx.rounding == "rne_f32":
         # onnxruntime's float bilinear Resize: ``require`` raises the profile's refusal
-        ctx.numerics.require("float_resize", ("x86",), "its float linear Resize")
+        ctx.numerics.require("float_resize", ("x86", "fma"), "its float linear Resize")
     return Resize(m.out, m.act, m.x, geometry)
 
 
 def build_resize(ctx: Context, m: Resize):
     geometry = dict(m.geometry)
     size = geometry.pop("size")
+    rounding = ctx.rounding
+    if rounding == "rne_f32" and geometry["method"] == "linear" and \
+            ctx.numerics.float_resize == "fma":
+        rounding = "mlas_neon"  # onnxruntime's AArch64 build: its sum contracted
     return resize.resize2d(m.x.operand, size, m.x.qparams, m.out.qparams, **geometry,
-                           act=m.act.bounds(m.out.qparams), rounding=ctx.rounding,
+                           act=m.act.bounds(m.out.qparams), rounding=rounding,
                            source_dtype=ctx.source_dtype())
 
 

@@ -28,9 +28,9 @@ EXACT, PAIR_SAT16 = "exact", "u8s8_pair_sat16"
 MEASURED = "measured: the runtime was run on this host class and the tests pin it"
 # ARM64: the runtime's own AArch64 build, run under qemu (tools/arm-device, docs/devices.md)
 MEASURED_EMULATED = ("measured under emulation (qemu's Neoverse N1, tools/arm-device): its u8 x "
-                     "s8 sums, its QLinearAdd and QLinearMul on every pair of inputs and its "
-                     "sigmoid, tanh and leaky relu tables, pinned by recorded outputs; tables "
-                     "of other functions are not built")
+                     "s8 sums, its QLinearAdd and QLinearMul on every pair of inputs, its "
+                     "sigmoid, tanh and leaky relu tables and its float bilinear Resize, pinned "
+                     "by recorded outputs; tables of other functions are not built")
 MEASURED_EMULATED_TFLITE = ("measured under emulation (qemu's Neoverse N1, tools/arm-device): "
                             "the example networks and every table code, pinned by "
                             "tests/tools/test_arm_device.py")
@@ -85,10 +85,10 @@ class Profile:
     # different parameters): "rounding" (canonqnn.requantize with the profile's rounding: under
     # xnnpack XNNPACK's convert) or "unverified" (how the runtime computes it was not measured).
     requantize: str = "rounding"
-    # onnxruntime's float linear Resize between DequantizeLinear and QuantizeLinear (what
-    # canonqnn.resize2d's float kernel computes under rne_f32): "x86" (its x86-64 build: each
-    # product and sum rounded, measured) or "unverified" (its AArch64 build gives other values:
-    # 1 LSB on 0.7 % of a network's measured, not reproduced).
+    # onnxruntime's float linear Resize between DequantizeLinear and QuantizeLinear
+    # (canonqnn.resize2d's float kernel): "x86" (its x86-64 build: each product and sum rounded,
+    # rounding rne_f32) or "fma" (its AArch64 build, whose compiler contracts the sum into
+    # fused multiply-adds: rounding mlas_neon); both measured.
     float_resize: str = "x86"
     # A runtime that hands some operators to another engine (TFLite's default interpreter
     # gives the XNNPACK delegate the operators it takes and runs the rest with its built-in
@@ -221,9 +221,9 @@ PROFILES: dict[str, Profile] = {p.name: p for p in (
                         "Lake and later): u8 x s8 GEMMs sum exactly (vpdpbusd)"),
     Profile(f"onnxruntime-{ORT_VERSION}-arm64", "onnxruntime", ORT_VERSION, "arm64",
             MEASURED_EMULATED, add="mlas_neon", mul="mlas_neon", tables="onnxruntime_arm64",
-            float_resize="unverified",
+            float_resize="fma",
             description="MLAS on ARM64 (NEON sdot/udot: exact sums; QLinearAdd in fixed "
-                        "point, QLinearMul with a fused multiply-add)"),
+                        "point, QLinearMul and the float Resize with fused multiply-adds)"),
     *_tflite_profiles(),
     *_xnnpack_profiles(),
 )}

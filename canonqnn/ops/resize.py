@@ -66,10 +66,10 @@ import numpy as np
 
 from .. import _tvm
 from .._tvm import te, tirx
-from ..numerics.arithmetic import divide_round_half_away, round_half_away, trunc_div
+from ..numerics.arithmetic import divide_round_half_away, fma_f32, round_half_away, trunc_div
 from ..numerics.q31 import Q31_ROUNDINGS
 from ..qparams import QParams
-from ._arithmetic import te_divide_round_half_away, te_round_half_away
+from ._arithmetic import te_divide_round_half_away, te_fma, te_round_half_away
 from ._registry import CanonicalOp, Refusal, UnsupportedRounding, register
 from ._requant import (
     requant_accumulator,
@@ -88,7 +88,7 @@ KERNELS = ("float", "integer")
 ATTRS = ("size", "method", "coordinate_transformation_mode", "nearest_mode", "kernel",
          "x_scale", "x_zp", "out_scale", "out_zp", "act_min", "act_max", "rounding",
          "source_dtype")
-ROUNDINGS = ("rne_f32", "xnnpack", *Q31_ROUNDINGS)
+ROUNDINGS = ("rne_f32", "mlas_neon", "xnnpack", *Q31_ROUNDINGS)
 # TFLite's (align_corners, half_pixel_centers) as the attributes that stand for them
 TFLITE_NEAREST = {("asymmetric", "floor"): (False, False),
                   ("align_corners", "round_prefer_ceil"): (True, False),
@@ -174,11 +174,20 @@ def bilinear(xf: np.ndarray, a: dict) -> np.ndarray:
     y1, y2, dy1, dy2 = linear_taps(xf.shape[2], oh, mode)
     x1, x2, dx1, dx2 = linear_taps(xf.shape[3], ow, mode)
     rows1, rows2 = xf[:, :, y1], xf[:, :, y2]
+    terms = [((dx2[None, :] * dy2[:, None]).astype(F32), rows1[:, :, :, x1]),
+             ((dx1[None, :] * dy2[:, None]).astype(F32), rows1[:, :, :, x2]),
+             ((dx2[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x1]),
+             ((dx1[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x2])]
+    if a.get("rounding") == "mlas_neon":
+        # onnxruntime's AArch64 build: the sum contracted, the first product fused with the
+        # rounded second, each later product fused into the sum
+        (c1, v1), (c2, v2), *rest = terms
+        t = fma_f32(c1, v1, (c2 * v2).astype(F32))
+        for coef, taps in rest:
+            t = fma_f32(coef, taps, t)
+        return t
     t = None
-    for coef, taps in (((dx2[None, :] * dy2[:, None]).astype(F32), rows1[:, :, :, x1]),
-                       ((dx1[None, :] * dy2[:, None]).astype(F32), rows1[:, :, :, x2]),
-                       ((dx2[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x1]),
-                       ((dx1[None, :] * dy1[:, None]).astype(F32), rows2[:, :, :, x2])):
+    for coef, taps in terms:
         term = (coef * taps).astype(F32)
         t = term if t is None else (t + term).astype(F32)
     assert t is not None  # four terms
@@ -442,6 +451,7 @@ def _legalize(bb: Any, call: Any) -> Any:
 
     taps = [_tvm.const(t) for t in linear_taps(h, oh, mode) + linear_taps(w, ow, mode)]
     integer = a["kernel"] == "integer"
+    fused = a["rounding"] == "mlas_neon"
 
     def interpolate(x, y1, y2, dy1, dy2, x1, x2, dx1, dx2):
         stored = te.compute(x.shape, lambda *i: (x(*i).astype("int32") - a["x_zp"])
@@ -451,10 +461,17 @@ def _legalize(bb: Any, call: Any) -> Any:
 
         def value(b, ch, i, j):
             t = None
-            for coef, row, col in ((dx2[j] * dy2[i], y1, x1), (dx1[j] * dy2[i], y1, x2),
-                                   (dx2[j] * dy1[i], y2, x1), (dx1[j] * dy1[i], y2, x2)):
-                # each product rounded on its own, as onnxruntime's (non-FMA) build does
-                term = te_no_contract(coef * xf[b, ch, row[i], col[j]])
+            terms = [(coef, xf[b, ch, row[i], col[j]]) for coef, row, col in (
+                (dx2[j] * dy2[i], y1, x1), (dx1[j] * dy2[i], y1, x2),
+                (dx2[j] * dy1[i], y2, x1), (dx1[j] * dy1[i], y2, x2))]
+            if fused:  # as ``bilinear``: onnxruntime's AArch64 build contracts the sum
+                (c1, v1), (c2, v2), *rest = terms
+                t = te_fma(c1, v1, te_no_contract(c2 * v2))
+                for coef, v in rest:
+                    t = te_fma(coef, v, t)
+            for coef, v in [] if fused else terms:
+                # each product rounded on its own, as onnxruntime's x86 build does
+                term = te_no_contract(coef * v)
                 t = term if t is None else t + term
             if integer:
                 v = tirx.trunc(t).astype("int32") + a["out_zp"]
@@ -484,7 +501,8 @@ def resize2d_constraint(method: str = "nearest",
     tf_half_pixel_for_nn; nearest modes round_prefer_floor, round_prefer_ceil, floor, ceil;
     kernel 'integer' only for linear, with the same parameters in and out; q31 roundings:
     TFLite's resize kernels (the coordinate attributes TFLite's flags map to), kernel 'float',
-    equal parameters, bilinear with source_dtype int8 or uint8"""
+    equal parameters, bilinear with source_dtype int8 or uint8; mlas_neon: linear, kernel
+    'float'"""
     same = x_qp is None or out_qp is None or x_qp.same_as(out_qp)
     mode = coordinate_transformation_mode
     if method not in METHODS or kernel not in KERNELS:
@@ -497,6 +515,9 @@ def resize2d_constraint(method: str = "nearest",
         return Refusal("the integer kernel is bilinear with one set of parameters")
     if rounding == "xnnpack" and method != "linear":
         return Refusal("XNNPACK resizes bilinearly only; xnnpack refused", UnsupportedRounding)
+    if rounding == "mlas_neon" and (method, kernel) != ("linear", "float"):
+        return Refusal("mlas_neon is onnxruntime's AArch64 float bilinear resize: method "
+                       "'linear', kernel 'float'", UnsupportedRounding)
     if rounding not in (*Q31_ROUNDINGS, "xnnpack"):
         return None
     if _tflite_flags(method, mode, nearest_mode) is None:

@@ -140,7 +140,37 @@ def qdq_tables(dtype):
     return model, [{"X": (np.arange(256) - 128 + shift).astype(dtype)}]
 
 
+def qdq_resize():
+    """DequantizeLinear -> Resize (linear, half_pixel, 8x8 -> 16x16 and 8x8 -> 12x20) ->
+    QuantizeLinear of random int8 codes: onnxruntime's float bilinear Resize."""
+    from onnx import numpy_helper
+
+    inits = [numpy_helper.from_array(np.array(0.0186, np.float32), "s"),
+             numpy_helper.from_array(np.array(-105, np.int8), "z"),
+             numpy_helper.from_array(np.array(0.0193, np.float32), "s2"),
+             numpy_helper.from_array(np.array(7, np.int8), "z2"),
+             numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "up"),
+             numpy_helper.from_array(np.array([1, 4, 12, 20], np.int64), "size")]
+    nodes = [helper.make_node("DequantizeLinear", ["X", "s", "z"], ["x"]),
+             helper.make_node("Resize", ["x", "", "up"], ["r"], mode="linear",
+                              coordinate_transformation_mode="half_pixel"),
+             helper.make_node("QuantizeLinear", ["r", "s", "z"], ["Y"]),
+             helper.make_node("Resize", ["x", "", "", "size"], ["r2"], mode="linear",
+                              coordinate_transformation_mode="half_pixel"),
+             helper.make_node("QuantizeLinear", ["r2", "s2", "z2"], ["Y2"])]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("X", TensorProto.INT8, [1, 4, 8, 8])],
+        [helper.make_tensor_value_info("Y", TensorProto.INT8, [1, 4, 16, 16]),
+         helper.make_tensor_value_info("Y2", TensorProto.INT8, [1, 4, 12, 20])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 10
+    rng = np.random.default_rng(5)
+    return model, [{"X": rng.integers(-128, 128, (1, 4, 8, 8)).astype(np.int8)}
+                   for _ in range(3)]
+
+
 CASES = {"matmul_integer_u8s8": matmul_integer_u8s8, "attention_u8s8": attention_u8s8,
+         "qdq_resize_s8": qdq_resize,
          "qdq_tables_s8": lambda: qdq_tables(np.int8),
          "qdq_tables_u8": lambda: qdq_tables(np.uint8),
          "qlinear_add_mul_s8": lambda: qlinear_add_mul(np.int8),

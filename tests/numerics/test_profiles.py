@@ -75,13 +75,19 @@ def test_a_lookup_table_of_kernels_nobody_measured_is_a_named_float_island(quant
                in i.reason for i in arm.float_islands)
 
 
-def test_a_float_linear_resize_on_arm64_is_a_named_float_island(quantized_model):
-    # onnxruntime-aarch64's float bilinear Resize gave other values than the x86 one canonqnn
-    # reproduces (measured on the emulated Neoverse N1); its integer one is the same
+def test_a_float_linear_resize_on_arm64_is_built_with_its_fused_sum(quantized_model):
+    # onnxruntime-aarch64's float bilinear Resize contracts its sum into fused multiply-adds:
+    # canonqnn.resize2d under rounding mlas_neon there, rne_f32 on x86
+    from _canonical import canonical_calls  # noqa: PLC0415
+
     model = quantized_model("conv_classifier", "qdq", "u8", True)  # a linear resize
-    _, x86 = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-x86-avx2")
-    _, arm = canonqnn.canonicalize(canonqnn.load(model), numerics="onnxruntime-1.31-arm64")
-    assert x86.canonical_ops["resize2d"] == 2 and arm.canonical_ops["resize2d"] == 1
-    (island,) = arm.float_islands
-    assert island.op == "relax.image.resize2d" and "its float linear Resize is not " \
-        "implemented (float_resize=unverified)" in island.reason
+    roundings = {}
+    for profile in ("onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-arm64"):
+        mod, report = canonqnn.canonicalize(canonqnn.load(model), numerics=profile)
+        assert not report.float_islands
+        roundings[profile] = [(attrs["method"], attrs["rounding"])
+                              for name, attrs, _ in canonical_calls(mod) if name == "resize2d"]
+    assert roundings == {"onnxruntime-1.31-x86-avx2": [("nearest", "rne_f32"),
+                                                       ("linear", "rne_f32")],
+                         "onnxruntime-1.31-arm64": [("nearest", "rne_f32"),
+                                                    ("linear", "mlas_neon")]}

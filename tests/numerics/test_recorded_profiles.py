@@ -3,7 +3,8 @@ emulated ARM64 CPU (``fixtures/``, written by record_onnxruntime.py), reproduced
 converted for the recorded profile, both by its numpy reference and by its TVM build.
 
 Two kinds of case: u8 x s8 products (``*_u8s8``), whose sums tell the two x86 classes apart,
-recorded on all three; QLinearAdd and QLinearMul (``qlinear_*``), computed alike on both x86
+recorded on all three; QLinearAdd and QLinearMul (``qlinear_*``), lookup tables
+(``qdq_tables_*``) and the float bilinear Resize (``qdq_resize_*``), computed alike on both x86
 classes and otherwise on ARM64, recorded on x86 with AVX2 and on ARM64."""
 
 from __future__ import annotations
@@ -37,15 +38,16 @@ CASES = sorted({p.name.split(".")[0] for p in FIXTURES})
 PRODUCTS = [case for case in CASES if case.endswith("u8s8")]
 ELEMENTWISE = [case for case in CASES if case.startswith("qlinear_")]
 TABLES = [case for case in CASES if case.startswith("qdq_tables_")]
+RESIZES = [case for case in CASES if case.startswith("qdq_resize_")]
 
 
 def test_each_case_is_recorded_on_the_host_classes_it_tells_apart():
     recorded = {(p.name.split(".")[0], p.name.split(".", 1)[1][:-4]) for p in FIXTURES}
     x86 = ("onnxruntime-1.31-x86-avx2", "onnxruntime-1.31-x86-vnni")
-    assert len(PRODUCTS) == len(ELEMENTWISE) == len(TABLES) == 2
+    assert len(PRODUCTS) == len(ELEMENTWISE) == len(TABLES) == 2 and len(RESIZES) == 1
     assert recorded == {(case, profile) for case in PRODUCTS
                         for profile in (*x86, "onnxruntime-1.31-arm64")} | \
-        {(case, profile) for case in ELEMENTWISE + TABLES
+        {(case, profile) for case in ELEMENTWISE + TABLES + RESIZES
          for profile in (x86[0], "onnxruntime-1.31-arm64")}
 
 
@@ -85,6 +87,16 @@ def test_arm64_tables_differ_from_x86_only_where_its_logistic_is_clamped_at_one(
     differing = {name: np.flatnonzero(arm[name] != x86[name]).tolist() for name in arm}
     zero_code = int(np.flatnonzero(feed["X"].astype(np.int32) == (128 if "u8" in case else 0))[0])
     assert differing == {name: [zero_code] if name == "Sigmoid1" else [] for name in arm}
+
+
+@pytest.mark.parametrize("case", RESIZES)
+def test_arm64_float_bilinear_resize_differs_from_x86(case):
+    # its AArch64 build contracts the interpolation's sum into fused multiply-adds
+    (_, _, _, arm), (_, _, _, x86) = (
+        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
+        for h in ("arm64", "x86-avx2"))
+    assert sum(int(np.count_nonzero(a[1][n] != b[1][n])) for a, b in zip(arm, x86)
+               for n in a[1]) > 0
 
 
 @pytest.mark.parametrize("case", PRODUCTS)

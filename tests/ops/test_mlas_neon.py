@@ -1,7 +1,8 @@
-"""canonqnn.add and canonqnn.mul under rounding ``mlas_neon`` (onnxruntime's AArch64 kernels,
-``canonqnn/ops/_mlas_neon.py``): the TVM build equals the numpy reference on every pair of
-inputs, through fused activation bounds and both broadcast layouts, and the parameters take the
-fixed-point form exactly where the kernel does. onnxruntime's own outputs pin the reference in
+"""canonqnn.add, canonqnn.mul and canonqnn.resize2d under rounding ``mlas_neon``
+(onnxruntime's AArch64 build, ``canonqnn/ops/_mlas_neon.py``, ``canonqnn.ops.resize``): the TVM
+build equals the numpy reference on every pair of inputs, through fused activation bounds and
+both broadcast layouts, and the parameters take the fixed-point form exactly where the kernel
+does. onnxruntime's own outputs pin the reference in
 tests/numerics/test_recorded_profiles.py (recorded on the emulated Neoverse N1)."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from _ort import SingleOp
-from canonqnn.ops import elementwise
+from canonqnn.ops import elementwise, resize
 from canonqnn.qparams import MLAS_NEON_ADD_BITS, QParams, mlas_neon_add_multipliers
 
 CODES = np.arange(-128, 128, dtype=np.int8)
@@ -61,3 +62,17 @@ def test_mul_build_equals_its_reference_on_every_pair(source_dtype):
     ref, got = single.both(a=a, b=b)
     np.testing.assert_array_equal(got, ref)
     assert ref.max() == 60
+
+
+@pytest.mark.parametrize("size", [(16, 16), (12, 20)])
+def test_float_bilinear_resize_build_equals_its_reference_and_differs_from_x86(size):
+    x = np.random.default_rng(1).integers(-128, 128, (1, 16, 8, 8)).astype(np.int8)
+    results = {}
+    for rounding in ("mlas_neon", "rne_f32"):
+        single = SingleOp(lambda v, rounding=rounding: resize.resize2d(
+            v, size, QParams.make(0.0186, -105), QParams.make(0.0186, -105), method="linear",
+            coordinate_transformation_mode="half_pixel", rounding=rounding), {"x": x.shape})
+        ref, got = single.both(x=x)
+        np.testing.assert_array_equal(got, ref)
+        results[rounding] = ref
+    assert np.count_nonzero(results["mlas_neon"] != results["rne_f32"]) > 0
