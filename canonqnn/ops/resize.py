@@ -182,15 +182,13 @@ def bilinear(xf: np.ndarray, a: dict) -> np.ndarray:
         # onnxruntime's AArch64 build: the sum contracted, the first product fused with the
         # rounded second, each later product fused into the sum
         (c1, v1), (c2, v2), *rest = terms
-        t = fma_f32(c1, v1, (c2 * v2).astype(F32))
+        fused = fma_f32(c1, v1, (c2 * v2).astype(F32))
         for coef, taps in rest:
-            t = fma_f32(coef, taps, t)
-        return t
-    t = None
-    for coef, taps in terms:
-        term = (coef * taps).astype(F32)
-        t = term if t is None else (t + term).astype(F32)
-    assert t is not None  # four terms
+            fused = fma_f32(coef, taps, fused)
+        return fused
+    t = (terms[0][0] * terms[0][1]).astype(F32)
+    for coef, taps in terms[1:]:
+        t = (t + (coef * taps).astype(F32)).astype(F32)
     return t
 
 
