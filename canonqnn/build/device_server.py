@@ -13,20 +13,22 @@ functions (upload, load a library, run it) the sessions it serves have
 default session or by the TFLite interpreter on the device, for ``parity --rpc``).
 
 TVM's ``rpc_server`` starts its listener in a new interpreter and serves each session in a
-fork of it; this server listens in its own process instead, so each session's fork has the
-functions registered here, and it needs no new interpreter (under user-mode emulation, where
-an emulated program cannot start another, that is what makes it run at all).
+fork of it; this server listens in its own process, in its only thread, instead: each session's
+fork has the functions registered here, and it needs no new interpreter (under user-mode
+emulation, where an emulated program cannot start another, that is what makes it run at all).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import io
 import json
 import os
 import platform
 import signal
+import socket
 import sys
 from typing import Any, NoReturn
 
@@ -193,27 +195,37 @@ def main(argv=None) -> NoReturn:
     register()
     from tvm.rpc import server
 
-    # the listener in this process (TVM's Server starts it in a new interpreter): each
-    # session is a fork of it, with the functions registered above
-    state = server.PopenRPCServerState(args.host, port=args.port, port_end=args.port_end,
-                                       tracker_addr=tracker, key=args.key)
-    print(f"serving on {args.host}:{state.port}", flush=True)
-    # the listener's thread never returns (TVM's), and Python would wait for it at exit: leave
-    # at once (a session being served is a process of its own, ended by its client)
+    sock = _listening_socket(args.host, args.port, args.port_end)
+    port = sock.getsockname()[1]
+    print(f"serving on {args.host}:{port}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: _leave())
     with contextlib.suppress(KeyboardInterrupt):
         while True:
-            # blocked, not polling: each session is a fork of this process, and under user-mode
-            # emulation a fork taken while another thread runs emulated code can hang
-            state.thread.join()
-            # TVM's listener stops when a session's process dies (a library that crashed):
-            # listen again on the same port, the next session is served
-            print("the listener stopped after a session's crash: listening again", flush=True)
-            state.sock.close()
-            state = server.PopenRPCServerState(args.host, port=state.port,
-                                               port_end=state.port + 1,
-                                               tracker_addr=tracker, key=args.key)
+            # TVM's listening loop, in this process's only thread (TVM runs it in a thread of
+            # its own, or in a new interpreter): each session is a fork of this process, with
+            # the functions registered above, and under user-mode emulation a fork taken while
+            # another thread exists can hang (the listener's thread made sessions hang so)
+            try:
+                server._listen_loop(sock, port, args.key, tracker, None, None)
+            except RuntimeError as exc:  # a session's process died (a library that crashed)
+                print(f"a session ended abnormally ({exc}): listening again", flush=True)
     _leave()
+
+
+def _listening_socket(host: str, port: int, port_end: int) -> socket.socket:
+    """A socket listening on the first free port of [port, port_end]."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    for candidate in range(port, port_end + 1):
+        try:
+            sock.bind((host, candidate))
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            continue
+        sock.listen(1)
+        return sock
+    raise SystemExit(f"device_server: no free port in [{port}, {port_end}] on {host}")
 
 
 def _leave() -> NoReturn:
