@@ -196,18 +196,20 @@ def main(argv=None) -> NoReturn:
     from tvm.rpc import server
 
     sock = _listening_socket(args.host, args.port, args.port_end)
-    port = sock.getsockname()[1]
+    port, home = sock.getsockname()[1], os.getcwd()
     print(f"serving on {args.host}:{port}", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: _leave())
     with contextlib.suppress(KeyboardInterrupt):
         while True:
             # TVM's listening loop, in this process's only thread (TVM runs it in a thread of
             # its own, or in a new interpreter): each session is a fork of this process, with
-            # the functions registered above, and under user-mode emulation a fork taken while
-            # another thread exists can hang (the listener's thread made sessions hang so)
+            # the functions registered above, and under user-mode emulation a fork of a
+            # threaded program may hang (a session once hung at its start, the listener then
+            # in a thread of its own; the cause is not established)
             try:
                 server._listen_loop(sock, port, args.key, tracker, None, None)
             except RuntimeError as exc:  # a session's process died (a library that crashed)
+                os.chdir(home)  # TVM's loop left its session's folder without returning
                 print(f"a session ended abnormally ({exc}): listening again", flush=True)
     _leave()
 
