@@ -25,7 +25,7 @@ import numpy as np
 from ._f32 import F32
 from .mlas import logistic as _x86_logistic
 from .onnxruntime import EVALUATORS as X86_EVALUATORS
-from .onnxruntime import NotEvaluable, _unary, dequantize, quantize
+from .onnxruntime import NotEvaluable, _unary, dequantize, evaluate_with, quantize
 
 __all__ = ["EVALUATORS", "NotEvaluable", "dequantize", "evaluate", "quantize"]
 
@@ -45,8 +45,5 @@ EVALUATORS = {"relax.sigmoid": _unary(logistic),
 
 
 def evaluate(op: str, args: list, attrs: dict) -> np.ndarray:
-    fn = EVALUATORS.get(op)
-    if fn is None:
-        raise NotEvaluable(f"{op}: onnxruntime's AArch64 kernel for it was not measured")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return fn(args, attrs)
+    return evaluate_with(EVALUATORS, op, args, attrs,
+                         ": onnxruntime's AArch64 kernel for it was not measured")
