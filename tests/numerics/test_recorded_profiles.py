@@ -35,6 +35,12 @@ def load_fixture(path: pathlib.Path):
 
 
 CASES = sorted({p.name.split(".")[0] for p in FIXTURES})
+def recording(case: str, host: str):
+    """The fixture of ``case`` recorded under ``onnxruntime-1.31-<host>`` (``load_fixture``)."""
+    return load_fixture(next(p for p in FIXTURES
+                             if p.name == f"{case}.onnxruntime-1.31-{host}.npz"))
+
+
 PRODUCTS = [case for case in CASES if case.endswith("u8s8")]
 ELEMENTWISE = [case for case in CASES if case.startswith("qlinear_")]
 TABLES = [case for case in CASES if case.startswith("qdq_tables_")]
@@ -70,8 +76,7 @@ def test_arm64_adds_and_multiplies_otherwise_than_x86_on_every_parameter_set(cas
     # onnxruntime's NEON QLinearAdd (fixed point, or float for ratios out of its range) and
     # QLinearMul (fused) against its x86 ones: the fixtures tell the arithmetics apart
     (_, _, machine, arm), (_, _, _, x86) = (
-        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
-        for h in ("arm64", "x86-avx2"))
+        recording(case, h) for h in ("arm64", "x86-avx2"))
     assert "Neoverse N1" in machine
     for op in ("QLinearAdd", "QLinearMul"):
         assert sum(int(np.count_nonzero(arm[0][1][name] != x86[0][1][name]))
@@ -82,8 +87,7 @@ def test_arm64_adds_and_multiplies_otherwise_than_x86_on_every_parameter_set(cas
 def test_arm64_tables_differ_from_x86_only_where_its_logistic_is_clamped_at_one(case):
     # the second Sigmoid's input code 0 is 17.482065: 1.0000001 on x86, 1.0 on AArch64
     (_, _, _, [(_, arm)]), (_, _, _, [(feed, x86)]) = (
-        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
-        for h in ("arm64", "x86-avx2"))
+        recording(case, h) for h in ("arm64", "x86-avx2"))
     differing = {name: np.flatnonzero(arm[name] != x86[name]).tolist() for name in arm}
     zero_code = int(np.flatnonzero(feed["X"].astype(np.int32) == (128 if "u8" in case else 0))[0])
     assert differing == {name: [zero_code] if name == "Sigmoid1" else [] for name in arm}
@@ -93,8 +97,7 @@ def test_arm64_tables_differ_from_x86_only_where_its_logistic_is_clamped_at_one(
 def test_arm64_float_bilinear_resize_differs_from_x86(case):
     # its AArch64 build contracts the interpolation's sum into fused multiply-adds
     (_, _, _, arm), (_, _, _, x86) = (
-        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
-        for h in ("arm64", "x86-avx2"))
+        recording(case, h) for h in ("arm64", "x86-avx2"))
     assert sum(int(np.count_nonzero(a[1][n] != b[1][n])) for a, b in zip(arm, x86)
                for n in a[1]) > 0
 
@@ -103,8 +106,7 @@ def test_arm64_float_bilinear_resize_differs_from_x86(case):
 def test_the_host_classes_differ_on_every_recorded_case(case):
     # Each fixture discriminates: the AVX2 recording saturates where the VNNI one is exact.
     (_, _, _, avx2), (_, _, _, vnni) = (
-        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-x86-{h}.npz"))
-        for h in ("avx2", "vnni"))
+        recording(case, h) for h in ("x86-avx2", "x86-vnni"))
     differing = sum(int(np.count_nonzero(a[1][n] != v[1][n]))
                     for a, v in zip(avx2, vnni) for n in a[1])
     assert differing > 0
@@ -115,8 +117,7 @@ def test_arm64_sums_u8_by_s8_exactly_as_vnni_does(case):
     # onnxruntime's ARM64 kernels (sdot/udot, on the emulated Neoverse N1) sum every product:
     # the same outputs as the VNNI recording, where the AVX2 one saturates pair sums.
     (_, _, machine, arm), (_, _, _, vnni) = (
-        load_fixture(next(p for p in FIXTURES if p.name == f"{case}.onnxruntime-1.31-{h}.npz"))
-        for h in ("arm64", "x86-vnni"))
+        recording(case, h) for h in ("arm64", "x86-vnni"))
     assert "Neoverse N1" in machine
     for (arm_in, arm_out), (vnni_in, vnni_out) in zip(arm, vnni, strict=True):
         for name in vnni_in:
