@@ -31,8 +31,9 @@ def run(model: bytes, x: np.ndarray, resolver=OpResolverType.BUILTIN) -> tuple[n
 
 
 def interpreter_table(function: str, in_qp: QParams, out_qp: QParams, dtype: str,
-                      alpha: float | None = None, resolver=OpResolverType.BUILTIN):
-    """(the table the interpreter computes in int8 form, whether XNNPACK took the op)."""
+                      alpha: float | None = None, resolver=OpResolverType.BUILTIN, runner=run):
+    """(the table the interpreter computes in int8 form, whether XNNPACK took the op);
+    ``runner(model, x, resolver)``: where the interpreter runs (``run``: here)."""
     shift = 128 if dtype == "uint8" else 0
     options = {"alpha": alpha} if function == "leaky_relu" else \
         {"approximate": function == "gelu_tanh"} if function.startswith("gelu") else {}
@@ -41,7 +42,7 @@ def interpreter_table(function: str, in_qp: QParams, out_qp: QParams, dtype: str
                       [T((1, 256), dtype, out_qp.scalar_scale, out_qp.scalar_zp + shift)],
                       **options)
     x = (CODES.astype(np.int32) + shift).astype(dtype).reshape(1, 256)
-    y, delegated = run(model, x, resolver)
+    y, delegated = runner(model, x, resolver)
     return (y.astype(np.int32) - shift).astype(np.int8), delegated
 
 

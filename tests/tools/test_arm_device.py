@@ -189,15 +189,22 @@ def test_tflite_delegate_tables_on_the_device_equal_the_profiles(device):
     """Every input code of LOGISTIC, TANH, LEAKY_RELU (int8, uint8) and ELU (int8) under the
     default interpreter there equals the tables of ``tflite-xnnpack-arm64``: random parameters
     and those where XNNPACK's table differs from the reference kernels'."""
-    from _tflite import T, single_op
     from canonqnn.build import remote
     from canonqnn.frontends.tflite.oracle import _run_on_device
     from canonqnn.frontends.tflite.reader import read_model
     from canonqnn.numerics import get
-    from test_litert_xnnpack_tables import CHOSEN, CODES, OPS, _chosen, random_params
+    from test_litert_xnnpack_tables import CHOSEN, _chosen, interpreter_table, random_params
 
     family = get("tflite-xnnpack-arm64").tables
     connected = remote.connect(device)
+
+    def on_the_device(model: bytes, x: np.ndarray, resolver) -> tuple[np.ndarray, bool]:
+        m = read_model(model)
+        (y,), _, taken = _run_on_device(connected, model, resolver.name,
+                                        {m.tensors[m.inputs[0]].name: x},
+                                        [m.tensors[m.outputs[0]].name])
+        return y.reshape(-1), taken
+
     compared = delegated = 0
     try:
         for function, dtypes in (("sigmoid", ("int8", "uint8")), ("tanh", ("int8", "uint8")),
@@ -206,18 +213,8 @@ def test_tflite_delegate_tables_on_the_device_equal_the_profiles(device):
             cases = random_params(rng, function, 40) + [_chosen(f, p) for f, p in CHOSEN
                                                         if f == function]
             for dtype, (in_qp, out_qp, alpha) in itertools.product(dtypes, cases):
-                shift = 128 if dtype == "uint8" else 0
-                model = single_op(
-                    OPS[function],
-                    [T((1, 256), dtype, in_qp.scalar_scale, in_qp.scalar_zp + shift)],
-                    [T((1, 256), dtype, out_qp.scalar_scale, out_qp.scalar_zp + shift)],
-                    **({"alpha": alpha} if function == "leaky_relu" else {}))
-                m = read_model(model)
-                x = (CODES.astype(np.int32) + shift).astype(dtype).reshape(1, 256)
-                (y,), _, taken = _run_on_device(connected, model, "BUILTIN",
-                                                {m.tensors[m.inputs[0]].name: x},
-                                                [m.tensors[m.outputs[0]].name])
-                want = (y.reshape(-1).astype(np.int32) - shift).astype(np.int8)
+                want, taken = interpreter_table(function, in_qp, out_qp, dtype, alpha,
+                                                runner=on_the_device)
                 got = kernel_table("tflite", function, in_qp, out_qp, family,
                                    source_dtype=dtype,
                                    **({"alpha": alpha} if function == "leaky_relu" else {}))
