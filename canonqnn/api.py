@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import _tvm, budget, formats
+from . import _tvm, budget, formats, progress
 from .build import inspect_kernels, load_built
 from .errors import CanonqnnError, InvalidModelError
 from .io import ModelIO, checked_inputs, module_io, random_inputs  # noqa: F401  (public here too)
@@ -20,7 +20,7 @@ def load(model: Any, **options: Any) -> Any:
     """A fake-quant module from a model of any registered format (``canonqnn.formats``: ONNX,
     TFLite, a PT2E-quantized PyTorch ExportedProgram or its ``.pt2`` file), or a saved
     canonqnn module (``.json``)."""
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
+    if _is_module_file(model):
         if options:
             raise CanonqnnError(f"options {sorted(options)} apply to models, not to a saved "
                                 "canonical module: convert the model again with them")
@@ -31,7 +31,8 @@ def load(model: Any, **options: Any) -> Any:
     refused = sorted(set(options) - set(fmt.options)) if fmt.options is not None else []
     if refused:
         raise CanonqnnError(f"options {refused} {fmt.options_refusal}")
-    return fmt.function("load")(model, **options)
+    with progress.step(f"reading {_source_name(model) or fmt.models[:-1]}"):
+        return fmt.call("load", model, **options)
 
 
 def save_module(mod: Any, path: str | os.PathLike) -> None:
@@ -62,13 +63,20 @@ def canonical_module(model: Any, **options: Any) -> Any:
     if hasattr(model, "functions_items"):
         return model
     mod = load(model, **options)
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".json"):
+    if _is_module_file(model):
         return mod
     from .rewrites import canonicalize
 
     mod = canonicalize(mod)[0]
     budget.check_module(mod, _source_name(model))
     return mod
+
+
+def _is_module_file(model: Any) -> bool:
+    """Whether ``model`` is the path of a saved module: named ``.json``, or holding one."""
+    if not isinstance(model, (str, os.PathLike)):
+        return False
+    return os.fspath(model).endswith(".json") or formats.file_kind(model) == "module"
 
 
 def _source_name(model: Any) -> str:
@@ -83,7 +91,7 @@ def inspect_built(model: Any, target: Any = None, **options: Any):
     ``model`` is a library written by ``canonqnn build`` (``.so``: read from the library), or
     anything ``canonical_module`` takes (fused as ``build`` would, without compiling).
     """
-    if isinstance(model, (str, os.PathLike)) and os.fspath(model).endswith(".so"):
+    if isinstance(model, (str, os.PathLike)) and formats.file_kind(model) == "library":
         kernels = load_built(model).kernels
         if kernels is None:
             raise CanonqnnError(f"{os.fspath(model)}: the library records no kernel report "

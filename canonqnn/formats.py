@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from . import extras
 from .errors import CanonqnnError
 
 
@@ -55,6 +56,7 @@ class Format:
     name: str                       # also the ``ModelIO.source`` of the modules it loads
     module: str                     # implements ``FormatModule``, imported on first use
     models: str                     # how messages name its models: "TFLite models"
+    runtime: str = ""               # how messages name its source runtime: "onnxruntime"
     extra: str | None = None        # the pip extra its packages come with (None: always there)
     suffixes: tuple[str, ...] = ()  # a path ending so is a model of this format
     magic: tuple[int, bytes] | None = None  # (offset, bytes) a file or bytes of it hold there
@@ -87,14 +89,25 @@ class Format:
         packages on first use of a function, so a missing one is found here."""
         return self._missing_extra(getattr, self.implementation(), name)
 
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The interface function ``name`` called: a package of the format's extra found
+        missing while it runs (imported on first use) is an error naming the extra."""
+        try:
+            return self.function(name)(*args, **kwargs)
+        except ModuleNotFoundError as exc:
+            if self.extra is None or extras.extra_of(exc.name) != self.extra:
+                raise
+            raise extras.MissingExtra(self.extra, (exc.name or "").split(".")[0],
+                                      f"{self.models} need") from None
+
     def _missing_extra(self, get: Callable[..., Any], *args: Any) -> Any:
         try:
             return get(*args)
         except ImportError as exc:
             if self.extra is None:
                 raise
-            raise CanonqnnError(f"{self.models} need the {self.extra} extra: pip install "
-                                f"'canonqnn[{self.extra}]' ({exc})") from None
+            raise extras.MissingExtra(self.extra, getattr(exc, "name", None) or "",
+                                      f"{self.models} need") from None
 
 
 def _head(model: Any, size: int) -> bytes:
@@ -107,13 +120,15 @@ def _head(model: Any, size: int) -> bytes:
     return b""
 
 
-ONNX = Format("onnx", "canonqnn.frontends.onnx", "ONNX models")
-TFLITE = Format("tflite", "canonqnn.frontends.tflite", "TFLite models", extra="tflite",
-                magic=(4, b"TFL3"), options=("outputs",),
+ONNX = Format("onnx", "canonqnn.frontends.onnx", "ONNX models", "onnxruntime")
+TFLITE = Format("tflite", "canonqnn.frontends.tflite", "TFLite models", "the TFLite interpreter",
+                extra="tflite",
+                suffixes=(".tflite",), magic=(4, b"TFL3"), options=("outputs",),
                 options_refusal="apply to ONNX models only (TFLite models have static shapes "
                                 "and constant parameters)",
                 parity_runtimes=3)
-TORCH = Format("torch", "canonqnn.frontends.torch", "PyTorch programs", extra="torch",
+TORCH = Format("torch", "canonqnn.frontends.torch", "PyTorch programs", "ExecuTorch's XNNPACK",
+               extra="torch",
                suffixes=(".pt2",), types=(("torch.", "ExportedProgram"),), options=(),
                options_refusal="apply to ONNX and TFLite models, not to PyTorch programs (their "
                                "shapes are static and the whole program is converted)",
@@ -156,3 +171,57 @@ def names() -> list[str]:
 def of(model: Any) -> Format:
     """The format of ``model``: the first that recognises it, else ONNX."""
     return next((f for f in _FORMATS.values() if f.recognises(model)), _FORMATS[DEFAULT])
+
+
+# ------------------------------------------------------------------ what a file holds
+# A file's kind by its content (``file_kind``), and how messages name it: a command given the
+# wrong kind of file says what it was given and which command takes it.
+KINDS = {
+    "onnx": "an ONNX model",
+    "tflite": "a TFLite model",
+    "torch": "a PyTorch program (.pt2)",
+    "module": "a canonical module file (written by canonqnn convert)",
+    "library": "a shared library (written by canonqnn build)",
+    "objects": "a tar archive of object files (written by canonqnn build for another "
+               "architecture)",
+    "npy": "a NumPy array (.npy)",
+    "npz": "a NumPy archive (.npz)",
+    "empty": "an empty file",
+    "text": "a text file",
+}
+MODEL_KINDS = ("onnx", "tflite", "torch")
+_ZIP, _TAR_AT = b"PK\x03\x04", 257
+
+
+def file_kind(path: str | os.PathLike) -> str:
+    """What the file at ``path`` holds, by its first bytes: a key of ``KINDS``. A file of no
+    kind recognised (ONNX has no identifier of its own) is "onnx", as loading reads it."""
+    head = _head(path, 1024)
+    if not head:
+        return "empty"
+    if head.startswith(b"\x7fELF"):
+        return "library"
+    if head[4:8] == b"TFL3":
+        return "tflite"
+    if head.startswith(_ZIP):
+        # an .npz's first member is an array; a .pt2 archive's are its program's files
+        name_size = int.from_bytes(head[26:28], "little")
+        return "npz" if head[30:30 + name_size].endswith(b".npy") else "torch"
+    if head[_TAR_AT:_TAR_AT + 5] == b"ustar":
+        return "objects"
+    if head.startswith(b"\x93NUMPY"):
+        return "npy"
+    if head.lstrip().startswith(b"{") and b'"root_index"' in head:
+        return "module"
+    # text: no control character but whitespace (a protobuf, ONNX's encoding, is full of them)
+    if head.translate(None, _TEXT_CONTROLS) != head:
+        return "onnx"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:  # (a multi-byte character cut at the end is text)
+        if exc.start < len(head) - 4:
+            return "onnx"
+    return "text"
+
+
+_TEXT_CONTROLS = bytes(c for c in range(32) if chr(c) not in "\t\n\r\f") + b"\x7f"

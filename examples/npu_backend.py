@@ -29,6 +29,10 @@ module), so a library exported from such a build needs this module imported to r
 
 Run:  python examples/npu_backend.py [--model mobilenet_v3|mobilenet_v1] [--runs N]
       python examples/npu_backend.py --source tflite
+
+Runs after the base install: pip install . (ONNX models, the default). ``--source tflite``
+needs the tflite extra: pip install ".[tflite]" (the TFLite models are written with flatbuffers
+and the tflite schema package, and compared with the interpreter, ai_edge_litert).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from tvm.relax.backend.utils import has_leaking_intermediate_variables
 import canonqnn
 from canonqnn import formats, numerics
 from canonqnn.api import random_inputs
+from canonqnn.extras import script_needs
 from canonqnn.io import module_io
 from canonqnn.ops import REGISTRY
 from canonqnn.patterns import (
@@ -285,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roundings", default=",".join(ROUNDINGS),
                         help="the rounding modes the NPU implements (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.source == "tflite" and (status := script_needs("tflite", __file__)):
+        return status
     model = "mobilenet_v1" if args.source == "tflite" and args.model == "mobilenet_v3" \
         else args.model
     result = run(args.source, model, args.runs, roundings=tuple(args.roundings.split(",")))

@@ -23,6 +23,9 @@ canonical conv2d. It exits with status 1 if the three conv2d calls differ in any
 ``rounding`` (``rne_f32`` for the ONNX models, ``q31_double`` for TFLite: the TFLite model is
 converted for the interpreter's reference kernels, ``NUMERICS``; under its default
 configuration's profile on x86-64 the rounding would be ``xnnpack``, docs/parity.md).
+
+Needs the tflite extra: pip install ".[tflite]" (the TFLite model is written with flatbuffers
+and the tflite schema package, which the TFLite frontend also reads it with).
 """
 
 from __future__ import annotations
@@ -36,9 +39,9 @@ from onnx import TensorProto, helper, numpy_helper
 
 import canonqnn
 from canonqnn import _tvm
+from canonqnn.extras import script_needs
 from canonqnn.ops import REGISTRY, lookup
 from canonqnn.patterns import OpParams, params_of
-from canonqnn.testing.tflite_writer import GraphWriter
 
 C_IN, C_OUT, H, W = 4, 8, 8, 8
 X_QP = (0.05, -3)      # input (scale, zero point)
@@ -116,6 +119,9 @@ def onnx_qoperator() -> onnx.ModelProto:
 
 def tflite() -> bytes:
     """CONV_2D (NHWC, OHWI weights quantized along dimension 0) with a fused RELU6."""
+    # imported here so that the module loads without the tflite extra and main() can say so
+    from canonqnn.testing.tflite_writer import GraphWriter
+
     g = GraphWriter()
     x = g.tensor("x", (1, H, W, C_IN), "int8", scale=X_QP[0], zero_point=X_QP[1])
     w = g.tensor("w", (C_OUT, 3, 3, C_IN), "int8", WEIGHTS.transpose(0, 2, 3, 1), W_SCALE,
@@ -225,6 +231,8 @@ def reference_output(call, x: np.ndarray) -> np.ndarray:
 
 
 def main(argv: list[str] | None = None) -> int:
+    if status := script_needs("tflite", __file__):
+        return status
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--show", choices=("fq", "canonical", "params", "all"), default="all")
     args = parser.parse_args(argv)

@@ -8,6 +8,8 @@ quantize_static (QDQ/QOperator x uint8/int8 activations x per-tensor/per-channel
 weights), converts each to canonical ops, builds it, and compares with onnxruntime on N seeded
 random inputs. ``--features`` also compares each new network's ``features`` tensor
 (``models.with_features``). A model canonqnn cannot import or build gets a row saying why.
+
+Runs after the base install: pip install . (onnx and onnxruntime only).
 """
 
 from __future__ import annotations

@@ -11,6 +11,9 @@ seeded random inputs with the interpreter configuration that profile reproduces 
 specification, first), and beside it with the two others (reference kernels, optimized kernels,
 default: optimized kernels with the XNNPACK delegate). Each network also outputs its last
 feature map. Prints one row per model, runtime and output: exact values and max |diff| in LSB.
+
+Needs the tflite extra: pip install ".[tflite]" (the models are written with flatbuffers and
+the tflite schema package, and the interpreter, ai_edge_litert, is the reference).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import time
 
 import canonqnn
 from canonqnn.errors import CanonqnnError
+from canonqnn.extras import script_needs
 from canonqnn.oracle.parity import OutputParity
-from canonqnn.testing import tflite_models as models
 
 RESOLVERS = {"BUILTIN_REF": "reference", "BUILTIN_WITHOUT_DEFAULT_DELEGATES": "optimized",
              "BUILTIN": "default+XNNPACK"}
@@ -35,6 +38,11 @@ def configuration(reference: str) -> str:
 
 
 def main() -> int:
+    if status := script_needs("tflite", __file__):
+        return status
+    # imported after the check: its model writer imports flatbuffers and tflite
+    from canonqnn.testing import tflite_models as models
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--models", default=",".join(models.ARCHITECTURES))

@@ -27,7 +27,7 @@ from . import (
     select,
     softmax,
 )
-from ._engine import PHASE_ORDER, Decline, FloatIsland, Phase, Report, Rule, run_phases
+from ._engine import PHASE_ORDER, Decline, FloatIsland, Phase, Report, Rule, report_of, run_phases
 
 # Within a phase, rules are tried in this module order (the first that folds a chain wins;
 # the first that declines names the island's reason).
@@ -55,4 +55,4 @@ def rules() -> list[Rule]:
 
 
 __all__ = ["DEFAULT_PHASES", "PHASE_ORDER", "RULE_MODULES", "Decline", "FloatIsland", "Phase",
-           "Report", "Rule", "canonicalize", "rules"]
+           "Report", "Rule", "canonicalize", "report_of", "rules"]

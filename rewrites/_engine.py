@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from canonqnn import _tvm, numerics
+from canonqnn import _tvm, numerics, progress
 from canonqnn._tvm import relax
 from canonqnn.errors import InvalidQuantizationError
 from canonqnn.io import module_io
@@ -132,18 +132,24 @@ class FloatIsland:
 class Report:
     """What canonicalization did: folds per rule, and every float op left, with the reason;
     ``near_misses`` lists, per float island (by variable name), every rule that found its
-    pattern there and declined."""
+    pattern there and declined. ``quantized``: whether the module holds any quantization
+    (canonical ops, or quantize/dequantize left); a float model's has none. A module
+    canonicalized before (``report_of``) has its ops and islands but no record of the rules
+    (``rules_recorded`` False)."""
 
     counts: Counter = field(default_factory=Counter)
     float_islands: list[FloatIsland] = field(default_factory=list)
     canonical_ops: Counter = field(default_factory=Counter)
     numerics: str | None = None  # the profile the module was converted for
     near_misses: dict[str, list[NearMiss]] = field(default_factory=dict)
+    quantized: bool = True
+    rules_recorded: bool = True
 
     def to_json(self) -> dict[str, Any]:
         return {
             "numerics": self.numerics,
-            "rules": dict(self.counts),
+            "quantized": self.quantized,
+            "rules": dict(self.counts) if self.rules_recorded else None,
             "canonical_ops": dict(self.canonical_ops),
             "float_islands": [{"op": i.op, "var": i.var, "reason": i.reason,
                                "near_misses": [vars(m) for m in self.near_misses.get(i.var, [])]}
@@ -155,26 +161,53 @@ class Report:
         step where it declined and the reason."""
         if not self.float_islands:
             return "float islands: none"
+        return "\n".join(self._islands(explain=True))
+
+    def _islands(self, explain: bool) -> list[str]:
         lines = []
         for island in self.float_islands:
             lines.append(f"{island.var} = {island.op}: {island.reason}")
-            misses = self.near_misses.get(island.var, [])
-            lines += [f"  rule {m.rule} ({m.phase}) declined at {m.step}: {m.reason}"
-                      for m in misses] or ["  no rule matched a pattern here"]
-        return "\n".join(lines)
+            if explain:
+                misses = self.near_misses.get(island.var, [])
+                lines += [f"  rule {m.rule} ({m.phase}) declined at {m.step}: {m.reason}"
+                          for m in misses] or ["  no rule matched a pattern here"]
+        return lines
 
-    def summary(self) -> str:
+    def summary(self, explain: bool = False) -> str:
+        """The profile, the canonical ops, the rules that made them and the float islands with
+        their reasons (``explain``: and every rule that came close to folding each)."""
         lines = [f"numerics: {self.numerics}"] if self.numerics else []
         lines.append("canonical ops: " + (", ".join(f"{k} x{v}" for k, v in
                                                 sorted(self.canonical_ops.items())) or "none"))
-        lines.append("rules fired: " + (", ".join(f"{k} x{v}" for k, v in
-                                                 sorted(self.counts.items())) or "none"))
+        if not self.rules_recorded:
+            lines.append("rules fired: not recorded (a module file keeps the ops the rules "
+                         "made, not the rules)")
+        else:
+            lines.append("rules fired: " + (", ".join(f"{k} x{v}" for k, v in
+                                                     sorted(self.counts.items())) or "none"))
+        if not self.quantized:
+            lines.append(f"nothing was quantized: the model holds no quantize or dequantize, "
+                         f"so all its {len(self.float_islands)} ops compute in float (a float "
+                         "model; quantize it first, e.g. with onnxruntime.quantization)")
+            if not explain:
+                return "\n".join(lines)
         if self.float_islands:
             lines.append(f"float islands ({len(self.float_islands)}):")
-            lines += [f"  {i.var} = {i.op}: {i.reason}" for i in self.float_islands]
+            lines += [f"  {line}" for line in self._islands(explain)]
         else:
             lines.append("float islands: none")
         return "\n".join(lines)
+
+
+def report_of(mod: Any) -> Report:
+    """The report of a module canonicalized before (a saved module file), recomputed from it:
+    its profile, canonical ops and float islands (the reasons that the module shows; a
+    rule's decline is not recorded), without the rules."""
+    report = Report(rules_recorded=False)
+    profile = numerics.recorded(mod)
+    report.numerics = profile.name if profile is not None else None
+    _collect(mod, report, {}, {})
+    return report
 
 
 class Context:
@@ -362,7 +395,7 @@ def run_phases(mod: Any, phases: tuple[Phase, ...],
     mod = numerics.record(_tvm.copy_module(mod), profile)
     report.numerics = profile.name
     surveys: dict[Any, tuple[Counter, frozenset[str]]] = {}
-    with _tvm.converting():
+    with _tvm.converting(), progress.step("converting to canonical ops"):
         for phase in phases:
             for _ in range(MAX_ITERATIONS):
                 mod, fired = _run_phase(mod, phase, report, declines, misses, source,
@@ -391,6 +424,7 @@ BOUNDARY_OPS = (QUANTIZE, DEQUANTIZE)
 def _collect(mod: Any, report: Report, declines: dict[Any, str],
              misses: dict[Any, list[NearMiss]]) -> None:
     """Count canonical ops and list every float op left, with the best known reason."""
+    boundaries = 0
     for _, func in mod.functions_items():
         if not isinstance(func, relax.Function):
             continue
@@ -406,6 +440,7 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
                 report.canonical_ops[canonical.name] += 1
                 continue
             name = _tvm.op_name(value)
+            boundaries += name in BOUNDARY_OPS
             if name is None or (name in BOUNDARY_OPS and not _declined_requantization(
                     name, var, declines, users.get(var))):
                 continue
@@ -414,6 +449,7 @@ def _collect(mod: Any, report: Report, declines: dict[Any, str],
                 report.float_islands.append(FloatIsland(name, _tvm.var_name(var), reason))
                 if misses.get(var):
                     report.near_misses[_tvm.var_name(var)] = misses[var]
+    report.quantized = bool(report.canonical_ops) or boundaries > 0
 
 
 def _declined_requantization(name: str, var: Any, declines: dict[Any, str],

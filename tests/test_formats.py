@@ -45,8 +45,9 @@ def test_the_built_in_formats_are_recognised_by_suffix_magic_or_type(tmp_path):
 def test_a_missing_extra_is_named():
     missing = formats.Format("nothing", "canonqnn_no_such_module", "nothing models",
                              extra="nothing")
-    with pytest.raises(CanonqnnError, match=r"^nothing models need the nothing extra: pip "
-                                            r"install 'canonqnn\[nothing\]'"):
+    with pytest.raises(CanonqnnError, match=r"^nothing models need the nothing extra "
+                                            r"\(canonqnn_no_such_module is not installed\): "
+                                            r"pip install 'canonqnn\[nothing\]'"):
         missing.function("load")
 
 

@@ -28,7 +28,7 @@ LAYERS: dict[str, list[str]] = {
     # named as strings, imported by name on first use). The root package is the parent of
     # every module, so it imports only these; it reaches the rest lazily (``canonqnn._LAZY``).
     "base": ["canonqnn", "canonqnn.errors", "canonqnn.qparams", "canonqnn.numerics.*",
-             "canonqnn.formats"],
+             "canonqnn.formats", "canonqnn.extras", "canonqnn.progress"],
     # Lookup tables as each source runtime computes them: numpy, no TVM.
     "tables": ["canonqnn.tables.*"],
     # TVM's IR API, the only place that calls it besides the build and each format's bridge.
@@ -69,7 +69,7 @@ LAYERS: dict[str, list[str]] = {
     # Models built in code for tests, examples, benchmarks and the demo.
     "testing": ["canonqnn.testing.*"],
     # The user's flow: load any format, canonicalize, build, parity, the demo running them.
-    "user": ["canonqnn.api", "canonqnn.cli", "canonqnn.oracle.parity", "canonqnn.testing.demo"],
+    "user": ["canonqnn.api", "canonqnn.cli.*", "canonqnn.oracle.parity", "canonqnn.testing.demo"],
 }
 
 _CORE = ["base", "tvm", "core"]
@@ -143,8 +143,9 @@ THIRD_PARTY: dict[str, set[str]] = {
     # and lowered to ExecuTorch (``torch_from_onnx``, the benchmark's ExecuTorch peer).
     "testing": {"onnx", "onnxruntime", "tflite", "flatbuffers", "ai_edge_litert", "torch",
                 "torchao", "executorch"},
-    # onnx: the demo writes its model as an ONNX file, as a user would.
-    "user": {"onnx"},
+    # onnx: the demo writes its model as an ONNX file, as a user would. rich: the command
+    # line's progress on a terminal.
+    "user": {"onnx", "rich"},
 }
 EVERYWHERE = {"numpy"}
 

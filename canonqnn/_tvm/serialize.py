@@ -6,9 +6,15 @@ from typing import Any
 
 import tvm
 
+# What TVMScript appends when it leaves the constants out: advice to a TVM API user, not to
+# someone reading canonqnn's output (metadata["..."] in the text says where they are).
+_METADATA_ADVICE = "# Metadata omitted. Use show_meta=True in script() method to show it."
+
 
 def script(mod: Any, show_meta: bool = False) -> str:
-    return mod.script(show_meta=show_meta)
+    """``mod`` as TVMScript text (its constants as ``metadata[...]`` unless ``show_meta``)."""
+    text = mod.script(show_meta=show_meta)
+    return text.replace(_METADATA_ADVICE, "").rstrip() + "\n"
 
 
 def save_json(mod: Any) -> str:

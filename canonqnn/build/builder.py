@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _tvm, budget, numerics
+from .. import _tvm, budget, extras, numerics, progress
 from .. import ops as _ops  # noqa: F401  (registers the canonical ops' legalizations)
 from ..errors import CanonqnnError, VerificationError, first_line
 from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, random_inputs, replacing
@@ -121,9 +121,6 @@ def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:
     return from_fused_module(fuse(mod, target))
 
 
-TUNING_PACKAGES = ("xgboost", "cloudpickle", "psutil")  # MetaSchedule's cost model and workers
-
-
 def build(mod: Any, target: Any = None, *, tune: int = 0,
           tuning_dir: str | os.PathLike | None = None, verify: bool = False,
           device: remote.Device | None = None) -> Built:
@@ -152,7 +149,8 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
     budget.check_module(mod)
     if device is not None and tune:
         device.release()  # the tuning's runner measures in sessions of its own
-    built = _build(mod, target, tune, tuning_dir, device)
+    with progress.step("building with tvm.compile"):
+        built = _build(mod, target, tune, tuning_dir, device)
 
     def runnable(one: Built) -> Built:
         return upload(one, device) if device is not None else one
@@ -160,8 +158,10 @@ def build(mod: Any, target: Any = None, *, tune: int = 0,
     if verify:
         from ..ops import reference
 
-        built.verification = reference.verify(
-            mod, runnable(built), build_one=lambda one: runnable(_build(one, target, 0, None)))
+        with progress.step("checking the build against the numpy reference"):
+            built.verification = reference.verify(
+                mod, runnable(built),
+                build_one=lambda one: runnable(_build(one, target, 0, None)))
         if not built.verification.ok:
             raise VerificationError(f"the build of {built.target} differs from the numpy "
                                     f"reference:\n{built.verification.summary()}")
@@ -181,7 +181,7 @@ def _build(mod: Any, target: Any, tune: int, tuning_dir: str | os.PathLike | Non
     if tuning_dir is not None:
         tuning_dir = os.fspath(tuning_dir)
         if tune:
-            _require_tuning_packages()
+            extras.require("tune")  # MetaSchedule's cost model and workers
         elif not os.path.isdir(tuning_dir):
             raise CanonqnnError(f"{tuning_dir}: no tuning database (tune=TRIALS makes one)")
         # (conv forms are timed on this machine only: not on a device yet)
@@ -215,12 +215,6 @@ def _tunable(func: Any) -> bool:
                                                    for d in dtypes)
 
 
-def _require_tuning_packages() -> None:
-    import importlib.util
-
-    missing = [p for p in TUNING_PACKAGES if importlib.util.find_spec(p) is None]
-    if missing:
-        raise CanonqnnError(f"tuning needs {', '.join(missing)}: pip install 'canonqnn[tune]'")
 
 
 def upload(built: Built, device: remote.Device) -> Built:

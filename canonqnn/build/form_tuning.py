@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import _tvm
+from .. import _tvm, progress
 from ..errors import CanonqnnError
 from ..io import replacing
 from ..ops import _registry, conv, elementwise
@@ -48,8 +48,10 @@ def choose_forms(mod: Any, target: Any, work_dir: str, measure: bool,
         convs = _convs(mod)
         missing = [key for key in convs if key not in records]
         if measure and missing:
-            for key in missing:
-                records[key] = _measure(key, convs[key], tgt, fuse)
+            with progress.step("timing the conv forms on this machine", len(missing)) as done:
+                for key in missing:
+                    records[key] = _measure(key, convs[key], tgt, fuse)
+                    done()
             os.makedirs(work_dir, exist_ok=True)
             with replacing(path) as tmp, open(tmp, "w") as f:
                 json.dump(records, f, indent=1, sort_keys=True)

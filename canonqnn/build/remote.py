@@ -16,7 +16,6 @@ import json
 import os
 import shutil
 import struct
-import sys
 import tempfile
 import threading
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from typing import Any
 
 from tvm import rpc
 
+from .. import progress
 from ..errors import CanonqnnError, first_line
 from .device_server import PREFIX
 
@@ -83,7 +83,8 @@ def parse(address: str) -> tuple[str, int, str | None]:
 
 def connect(address: str) -> Device:
     """A session with the device at ``address`` (``FORMS``), and what its server says."""
-    session = _open(address)
+    with progress.step(f"connecting to the device at {address}"):
+        session = _open(address)
     described: dict[str, Any] = {}
     with contextlib.suppress(Exception):  # a plain TVM server: nothing said of the device
         described = json.loads(str(session.get_function(PREFIX + "describe")()))
@@ -96,11 +97,11 @@ WAIT_NOTE_SECONDS = 10.0  # a session not opened by then: say why it waits
 
 def _open(address: str) -> Any:
     """A new RPC session with the device at ``address``. A server serves one session at a
-    time and holds the next client until then, silently: after ``WAIT_NOTE_SECONDS`` a note on
-    stderr says so."""
-    note = threading.Timer(WAIT_NOTE_SECONDS, lambda: print(
-        f"canonqnn: waiting for the device at {address}: it serves one session at a time and "
-        f"another client holds it", file=sys.stderr, flush=True))
+    time and holds the next client until then, silently: after ``WAIT_NOTE_SECONDS`` a note
+    (``progress.note``) says so."""
+    note = threading.Timer(WAIT_NOTE_SECONDS, lambda: progress.note(
+        f"waiting for the device at {address}: it serves one session at a time and another "
+        "client holds it"))
     note.daemon = True
     note.start()
     try:

@@ -3,6 +3,7 @@ and what code for one needs of the CPU it runs on."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -123,3 +124,24 @@ def cpu_cores(target: Any) -> int:
     """The cores a CPU target's code runs on: its ``num-cores``, else this machine's."""
     cores = target.attrs.get("num-cores") if target.attrs else None
     return int(cores) if cores else host_cores()
+
+
+def target_config(target: Any) -> dict[str, Any]:
+    """A target (a ``Target`` or its JSON text) as a plain dict: TVM's JSON form of it."""
+    target = tvm.target.Target(target) if isinstance(target, str) else target
+    return json.loads(str(target))
+
+
+def described(target: Any) -> str:
+    """A target as people write one: ``llvm -mcpu=znver3``, ``llvm -mtriple=aarch64-linux-gnu
+    -mcpu=neoverse-n1 -mattr=+neon,+dotprod`` (its kind and the attributes it was given; TVM's
+    derived ``feature.*`` left out), which ``as_target`` reads back."""
+    config = target_config(target)
+    parts = [str(config.get("kind", "?"))]
+    for key, value in config.items():
+        if key in ("kind", "tag", "keys") or key.startswith("feature.") or \
+                value in ("", [], None):
+            continue
+        shown = ",".join(map(str, value)) if isinstance(value, list) else value
+        parts.append(f"-{key}={shown}")
+    return " ".join(parts)

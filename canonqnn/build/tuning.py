@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import tvm
 from tvm import relax
 
+from .. import progress
 from . import remote
 from .targets import cpu_cores, target_arch
 
@@ -53,12 +56,16 @@ def tune_cpu(mod: Any, target: Any, work_dir: str, trials: int,
             export = functools.partial(remote.export_candidate, arch)
         contexts, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
             missing, work_dir=work_dir, seed=0)
-        ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
-                      max_trials_global=trials,
-                      num_trials_per_iter=max(2, min(64, trials // len(missing))),
-                      builder=ms.builder.LocalBuilder(f_build=_build_candidate,
-                                                      f_export=export),
-                      runner=runner, database=database, cost_model="xgb")
+        # MetaSchedule logs to stdout, where a command's output goes: its logs go to stderr
+        with contextlib.redirect_stdout(sys.stderr), \
+                progress.step(f"tuning {len(missing)} kernels with MetaSchedule ({trials} "
+                              "trials)"):
+            ms.tune_tasks(tasks=contexts, task_weights=weights, work_dir=work_dir,
+                          max_trials_global=trials,
+                          num_trials_per_iter=max(2, min(64, trials // len(missing))),
+                          builder=ms.builder.LocalBuilder(f_build=_build_candidate,
+                                                          f_export=export),
+                          runner=runner, database=database, cost_model="xgb")
     return (len(missing) if trials > 0 else 0), len(tasks) - len(missing)
 
 

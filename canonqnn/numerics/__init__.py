@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from .. import progress
 from ..errors import CanonqnnError
 
 # How a uint8 x int8 product whose int8 operand is a runtime tensor accumulates
@@ -275,7 +276,9 @@ def source_profile(source: str) -> Profile:
 
     if source not in formats.names():
         raise UnsupportedNumerics(f"no numerics profile for models from {source!r}")
-    return formats.get(source).function("profile")()
+    fmt = formats.get(source)
+    with progress.step(f"probing the numerics of {fmt.runtime or fmt.models} on this host"):
+        return fmt.function("profile")()
 
 
 __all__ = ["EXACT", "HOST_INDEPENDENT", "NUMERICS_ATTR", "PAIR_SAT16", "PROFILES", "Profile",

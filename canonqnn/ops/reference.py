@@ -216,6 +216,10 @@ class Verification:
     def ok(self) -> bool:
         return self.outputs_equal and not self.mismatches
 
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "ok": self.ok, "outputs_equal": self.outputs_equal,
+                "mismatches": [vars(m) for m in self.mismatches]}
+
     def summary(self) -> str:
         head = (f"verify: {self.runs} random input(s), outputs "
                 f"{'equal' if self.outputs_equal else 'DIFFER'} to the numpy reference")

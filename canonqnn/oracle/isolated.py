@@ -245,10 +245,15 @@ def quietly() -> Iterator[None]:
     """What a runtime's native code and Python packages print while it sets up (ExecuTorch's
     CPU-detection messages, the TFLite interpreter's delegate announcement, torchao's missing
     CUDA kernels, deprecation warnings) kept out of canonqnn's output: written to a file,
-    shown only if the setup fails."""
+    shown only if the setup fails, or as it comes with ``--verbose``."""
     import tempfile
     import warnings
 
+    from .. import progress
+
+    if progress.verbose():
+        yield
+        return
     sys.stderr.flush()
     saved = os.dup(2)
     with tempfile.TemporaryFile() as log, warnings.catch_warnings():

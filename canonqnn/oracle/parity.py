@@ -8,15 +8,17 @@ finds the first diverging layer.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .. import budget, formats
-from ..api import _source_name, load
+from .. import budget, formats, progress
+from ..api import _is_module_file, _source_name, load
 from ..build import build
 from ..build.builder import upload
+from ..build.targets import described, target_config
 from ..errors import CanonqnnError, ParityError
 from ..io import ModelIO, checked_inputs, module_io, nonfinite_inputs, random_inputs
 from ..numerics import get as get_profile
@@ -52,14 +54,14 @@ class ParityResult:
             "canonical_ops": self.canonical_ops,
             "float_islands": self.float_islands,
             "reference": self.reference,
-            "target": self.target,
+            "target": target_config(self.target),
             "runs": self.runs,
             "exact": self.exact,
             **self.extra,
         }
 
     def summary(self) -> str:
-        lines = [f"reference: {self.reference}", f"target: {self.target}",
+        lines = [f"reference: {self.reference}", f"target: {described(self.target)}",
                  f"runs: {self.runs}"]
         if "numerics" in self.extra:
             where = "the device's" if "device" in self.extra else "this host's"
@@ -127,28 +129,39 @@ def _run_and_compare(io: ModelIO, built: Any, runtimes: list[SourceRuntime],
     worst = [{o.name: 0.0 for o in io.outputs} for _ in runtimes]
     total = {o.name: 0 for o in io.outputs}
     differing_feed = None
-    for feed in feeds:
-        got = built.run(feed)
-        for k, runtime in enumerate(runtimes):
-            if runtime.run is None:
-                continue
-            try:
-                refs = runtime.run(feed)
-            except ParityError as exc:
-                if k == 0:
-                    raise
-                runtime.description = not_compared(runtime.description, exc)
-                runtime.run = None
-                continue
-            for info, ref in zip(io.outputs, refs):
-                n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
-                same[k][info.name] += n_same
-                worst[k][info.name] = max(worst[k][info.name], max_diff)
-                if k == 0:
-                    total[info.name] += int(np.asarray(ref).size)
-                    if n_same < np.asarray(ref).size and differing_feed is None:
-                        differing_feed = feed
+    runtime_names = "the source runtime" + ("s" if len(runtimes) > 1 else "")
+    with progress.step(f"running the build and {runtime_names} on {len(feeds)} inputs",
+                       len(feeds)) as done:
+        for feed in feeds:
+            _compare_one(io, built.run(feed), feed, runtimes, same, worst, total)
+            if differing_feed is None and any(same[0][name] < count
+                                              for name, count in total.items()):
+                differing_feed = feed
+            done()
     return same, worst, total, differing_feed
+
+
+def _compare_one(io: ModelIO, got: dict[str, np.ndarray], feed: dict[str, np.ndarray],
+                 runtimes: list[SourceRuntime], same: list[dict], worst: list[dict],
+                 total: dict) -> None:
+    """Compare the build's outputs ``got`` on ``feed`` with every runtime's, into the tallies."""
+    for k, runtime in enumerate(runtimes):
+        if runtime.run is None:
+            continue
+        try:
+            refs = runtime.run(feed)
+        except ParityError as exc:
+            if k == 0:
+                raise
+            runtime.description = not_compared(runtime.description, exc)
+            runtime.run = None
+            continue
+        for info, ref in zip(io.outputs, refs):
+            n_same, max_diff = _compare(info.name, np.asarray(ref), got[info.name], info.lsb)
+            same[k][info.name] += n_same
+            worst[k][info.name] = max(worst[k][info.name], max_diff)
+            if k == 0:
+                total[info.name] += int(np.asarray(ref).size)
 
 
 def device_numerics(model: Any, device: Any) -> str | None:
@@ -194,6 +207,10 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     """
     from ..rewrites import canonicalize
 
+    if _is_module_file(model):
+        raise CanonqnnError(f"{os.fspath(model)}: a canonical module file: parity runs the "
+                            "model in its source runtime and needs the model it was converted "
+                            "from (.onnx, .tflite, .pt2)")
     options = {k: v for k, v in (("input_shapes", input_shapes), ("outputs", outputs)) if v}
     fq = load(model, **options)
     on_device = device_profile = None
@@ -223,13 +240,14 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
         feeds = [random_inputs(io, seed + i) for i in range(runs)]
     else:
         feeds = [checked_inputs(io, feed) for feed in given]  # the runtimes see the same data
-    if on_device is not None:
-        from ..build import remote
+    with progress.step(f"preparing {fmt.runtime or 'the source runtime'}"):
+        if on_device is not None:
+            from ..build import remote
 
-        target = target or remote.device_target(device)
-        runtimes = on_device.function("device_runtimes")(model, io, module_profile, device)
-    else:
-        runtimes = fmt.function("runtimes")(model, io, module_profile)
+            target = target or remote.device_target(device)
+            runtimes = on_device.function("device_runtimes")(model, io, module_profile, device)
+        else:
+            runtimes = fmt.function("runtimes")(model, io, module_profile)
     try:
         built = build(mod, target)
         if device is not None:
@@ -275,7 +293,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             alone = build(one, target)
             return upload(alone, device) if device is not None else alone
 
-        found = first_divergence(mod, built, differing_feed, build_one, source_tensors)
+        with progress.step("searching the first layer where the build and the runtime differ"):
+            found = first_divergence(mod, built, differing_feed, build_one, source_tensors)
         extra["first_divergence"] = found.to_json() if found else None
         extra["first_divergence_summary"] = found.summary() if found else (
             "first diverging layer: none found (every canonical op equals its reference and "

@@ -200,8 +200,8 @@ def test_a_client_held_back_by_a_busy_device_is_told_why_it_waits(server, monkey
     waiting = threading.Thread(target=lambda: remote.connect(server).release(), daemon=True)
     waiting.start()
     time.sleep(2)
-    assert f"canonqnn: waiting for the device at {server}: it serves one session at a time " \
-        "and another client holds it" in capfd.readouterr().err
+    assert f"canonqnn: note: waiting for the device at {server}: it serves one session at a " \
+        "time and another client holds it" in capfd.readouterr().err
     holder.release()
     waiting.join(60)
     assert not waiting.is_alive()  # served once the first session closed

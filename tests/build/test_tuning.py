@@ -11,7 +11,7 @@ import pytest
 
 import canonqnn
 from _onnx_chains import conv_then_separately_quantized
-from canonqnn.build import builder
+from canonqnn import extras
 from canonqnn.cli import main
 from canonqnn.errors import CanonqnnError
 from canonqnn.frontends.onnx.oracle import ort_session
@@ -110,9 +110,10 @@ def test_missing_tuning_packages_are_named_with_the_extra_to_install(monkeypatch
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "xgboost" else real(name, *a))
-    with pytest.raises(CanonqnnError,
-                       match=r"tuning needs xgboost: pip install 'canonqnn\[tune\]'"):
-        builder._require_tuning_packages()
+    with pytest.raises(CanonqnnError, match=r"tuning \(build --tune\) needs the tune extra "
+                                            r"\(xgboost is not installed\): pip install "
+                                            r"'canonqnn\[tune\]'"):
+        extras.require("tune")
 
 
 def test_cli_refuses_a_negative_trial_count(tmp_path, capsys):

@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 from _onnx_chains import qdq_layer_norm
 from canonqnn import cli
 from canonqnn.api import load_module
-from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, main
+from canonqnn.cli import EXIT_DIFFERS, EXIT_ERROR, commands, main
 from canonqnn.io import module_io
 from hostile.artifacts import onnx_conv
 
@@ -293,7 +293,7 @@ def test_an_unexpected_exception_is_one_line_that_says_bug_and_debug_shows_the_t
     def broken(args):
         raise RuntimeError("something canonqnn did not foresee\nsecond line")
 
-    monkeypatch.setattr(cli, "cmd_ops", broken)
+    monkeypatch.setattr(commands, "cmd_ops", broken)
     assert main(["ops"]) == cli.EXIT_BUG
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err
@@ -316,7 +316,7 @@ def test_an_interrupt_is_one_line_and_the_shells_status(monkeypatch, capsys):
     def interrupted(args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "cmd_ops", interrupted)
+    monkeypatch.setattr(commands, "cmd_ops", interrupted)
     assert main(["ops"]) == cli.EXIT_INTERRUPTED == 130
     assert capsys.readouterr().err == "canonqnn: interrupted\n"
 
@@ -360,8 +360,8 @@ def no_work(monkeypatch):
     def work(*args, **kwargs):
         pytest.fail("the command did work before checking its output file")
 
-    monkeypatch.setattr(cli, "_canonical", work)
-    monkeypatch.setattr(cli, "_parse_inputs", work)
+    monkeypatch.setattr(commands, "_canonical", work)
+    monkeypatch.setattr(commands, "parse_inputs", work)
 
 
 @pytest.mark.parametrize("command", [["convert", "m.onnx", "-o"], ["build", "m.onnx", "-o"],

@@ -1,0 +1,7 @@
+"""``python -m canonqnn.cli``: the ``canonqnn`` command."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
