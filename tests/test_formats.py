@@ -73,3 +73,33 @@ def test_a_format_is_registered_once_and_the_built_in_ones_stay(toy):
         formats.register(TOY)
     with pytest.raises(CanonqnnError, match="cannot be unregistered"):
         formats.unregister("onnx")
+
+
+def test_a_files_kind_is_read_from_its_content_not_its_name(tmp_path):
+    import numpy as np
+
+    def write(name, data):
+        (tmp_path / name).write_bytes(data)
+        return tmp_path / name
+
+    import zipfile
+
+    np.save(tmp_path / "a.npy", np.zeros(2))
+    np.savez(tmp_path / "a.npz", x=np.zeros(2))
+    with zipfile.ZipFile(tmp_path / "program.zip", "w") as archive:  # torch.export.save's
+        archive.writestr("program/archive_format", "pt2")
+    kinds = {
+        write("m.bin", b"\0\0\0\0TFL3" + bytes(8)): "tflite",
+        write("lib.onnx", b"\x7fELF" + bytes(60)): "library",
+        write("module.onnx", b'{"root_index":3,"nodes":[]}'): "module",
+        write("empty.onnx", b""): "empty",
+        write("notes.tflite", "text, not a model: é\n".encode()): "text",
+        write("proto.bin", b"\x08\x0a\x12\x07pytorch"): "onnx",  # ONNX has no identifier
+        write("objects.so", bytes(257) + b"ustar" + bytes(250)): "objects",
+        tmp_path / "a.npy": "npy",
+        tmp_path / "a.npz": "npz",
+        tmp_path / "program.zip": "torch",
+    }
+    assert {path.name: formats.file_kind(path) for path in kinds} == \
+        {path.name: kind for path, kind in kinds.items()}
+    assert set(kinds.values()) <= set(formats.KINDS)

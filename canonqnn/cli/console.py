@@ -139,11 +139,16 @@ def _other_packages_output(verbose: bool) -> Iterator[TextIO]:
     the process's descriptor 2 (a caller capturing it), it is the stream and nothing moves."""
     if verbose:
         os.environ[progress.VERBOSE_ENV] = "1"
-        logging.basicConfig(stream=sys.stderr, level=logging.INFO,
-                            format="%(name)s: %(levelname)s: %(message)s")
+        root, handler = logging.getLogger(), logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+        level = root.level
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
         try:
             yield sys.stderr
         finally:
+            root.removeHandler(handler)
+            root.setLevel(level)
             os.environ.pop(progress.VERBOSE_ENV, None)
         return
     try:
