@@ -27,12 +27,11 @@ class Recorder:
 
 def test_steps_nest_count_and_end_even_when_left_by_an_exception():
     recorder = Recorder()
-    with progress.reporting(recorder):
-        with progress.step("outer"):
-            with pytest.raises(ValueError), progress.step("inner", 2) as done:
-                done()
-                raise ValueError
-            progress.note("why it waits")
+    with progress.reporting(recorder), progress.step("outer"):
+        with pytest.raises(ValueError), progress.step("inner", 2) as done:
+            done()
+            raise ValueError
+        progress.note("why it waits")
     assert recorder.events == [("begin", "outer", None), ("begin", "inner", 2), ("advance", 1),
                                ("end",), ("note", "why it waits"), ("end",)]
 
