@@ -281,6 +281,11 @@ def cmd_patterns(args) -> int:
     from .. import patterns
 
     if args.model is None:
+        given = [flag for flag, value in (("--shape", args.shape), ("--outputs", args.outputs),
+                                          ("--numerics", args.numerics)) if value is not None]
+        if given:
+            raise CanonqnnError(f"{', '.join(given)}: given no model, patterns lists the "
+                                "registered patterns; give a model for them to apply to")
         specs = patterns.specs()
         _emit(args, [{"pattern": f"{patterns.PREFIX}.{s.name}", "ops": list(s.ops)}
                      for s in specs],

@@ -12,6 +12,9 @@ from canonqnn.cli import main
 from canonqnn.frontends.torch import runtime as torch_runtime
 
 
+# The README's `canonqnn parity model.pt2` checks the same on a terminal, through the installed
+# command (tests/cli/test_readme_commands.py); this one reads its JSON.
+@pytest.mark.slow
 def test_parity_of_a_pt2_file_compares_executorch_and_reports_eager(tmp_path, capsys):
     path = save(network("gated_upsample"), tmp_path)  # its sigmoid is a lookup table
     assert main(["parity", path, "--json", "--runs", "2"]) == 0

@@ -42,7 +42,8 @@ TABLES = {"cnn": set(), "mobilenet_v2": set(), "encoder": {"relax.nn.gelu"},
 # Eager PyTorch computes in float between quantize and dequantize: at most this many LSB
 # from ExecuTorch at these outputs (docs/parity.md; measured: 1).
 EAGER_LSB = 1
-# Every case with -m slow; by default none: the CLI's parity test runs gated_upsample
+# Every case with -m slow; by default none: the README's parity of a .pt2 file
+# (tests/cli/test_readme_commands.py) runs gated_upsample
 # per-channel (its sigmoid table, bit-exact, eager within the bound), the three-format test a
 # per-tensor network against ExecuTorch.
 DEFAULT: set[tuple[str, bool]] = set()
