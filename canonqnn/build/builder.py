@@ -215,8 +215,6 @@ def _tunable(func: Any) -> bool:
                                                    for d in dtypes)
 
 
-
-
 def upload(built: Built, device: remote.Device) -> Built:
     """``built`` loaded on ``device`` (linked here, uploaded, loaded there), to run there."""
     with tempfile.TemporaryDirectory(prefix="canonqnn-") as folder:
