@@ -28,7 +28,8 @@ LAYERS: dict[str, list[str]] = {
     # named as strings, imported by name on first use). The root package is the parent of
     # every module, so it imports only these; it reaches the rest lazily (``canonqnn._LAZY``).
     "base": ["canonqnn", "canonqnn.errors", "canonqnn.qparams", "canonqnn.numerics.*",
-             "canonqnn.formats", "canonqnn.extras", "canonqnn.progress"],
+             "canonqnn.formats", "canonqnn.extras", "canonqnn.progress",
+             "canonqnn.generated_docs"],
     # Lookup tables as each source runtime computes them: numpy, no TVM.
     "tables": ["canonqnn.tables.*"],
     # TVM's IR API, the only place that calls it besides the build and each format's bridge.

@@ -12,6 +12,8 @@ import re
 import sys
 from typing import Any
 
+from .. import generated_docs
+
 
 def _object(required: dict[str, Any], optional: dict[str, Any] | None = None,
             more: bool = False) -> dict[str, Any]:
@@ -186,29 +188,9 @@ def documented(text: str) -> set[str]:
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    paths = [a for a in argv if a != "--check"]
-    if len(paths) != 1:
-        print("usage: python -m canonqnn.cli.schemas [--check] docs/cli.md", file=sys.stderr)
-        return 2
-    with open(paths[0], encoding="utf-8") as f:
-        text = f.read()
-    missing = (set(SCHEMAS) | set(SHARED)) - documented(text)
-    if missing:
-        print(f"{paths[0]}: no shape block for {sorted(missing)} (<!-- schema: NAME --> "
-              "before a ``` block)", file=sys.stderr)
-        return 1
-    new = rendered(text)
-    if check:
-        if new != text:
-            print(f"{paths[0]} is out of date: python -m canonqnn.cli.schemas {paths[0]}",
-                  file=sys.stderr)
-            return 1
-        return 0
-    with open(paths[0], "w", encoding="utf-8") as f:
-        f.write(new)
-    return 0
-
+    return generated_docs.main(
+        argv, "canonqnn.cli.schemas", "docs/cli.md", "shape blocks", rendered,
+        lambda page: sorted((set(SCHEMAS) | set(SHARED)) - documented(page)))
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

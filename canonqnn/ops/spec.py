@@ -15,6 +15,7 @@ import re
 import sys
 import textwrap
 
+from .. import generated_docs
 from . import REGISTRY
 
 BLOCK = re.compile(r"<!-- constraints: (\w+) -->\n.*?<!-- /constraints -->", re.DOTALL)
@@ -42,25 +43,8 @@ def documented(page: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    check = "--check" in argv
-    paths = [a for a in argv if a != "--check"]
-    if len(paths) != 1:
-        print("usage: python -m canonqnn.ops.spec [--check] docs/spec.md", file=sys.stderr)
-        return 2
-    with open(paths[0], encoding="utf-8") as f:
-        page = f.read()
-    fresh = render(page)
-    if check:
-        if fresh != page:
-            print(f"{paths[0]}: constraint blocks are stale; regenerate with "
-                  f"python -m canonqnn.ops.spec {paths[0]}", file=sys.stderr)
-            return 1
-        return 0
-    if fresh != page:
-        with open(paths[0], "w", encoding="utf-8") as f:
-            f.write(fresh)
-    return 0
-
+    return generated_docs.main(argv, "canonqnn.ops.spec", "docs/spec.md", "constraint blocks",
+                               render)
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
