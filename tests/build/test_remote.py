@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import gc
 import json
-import os
-import subprocess
-import sys
 import threading
 import time
 
@@ -17,28 +14,22 @@ import numpy as np
 import pytest
 
 import canonqnn
-from _devices import saved_mobilenet, sessions_closed  # noqa: F401  (autouse)
+from _devices import (  # noqa: F401  (sessions_closed: autouse)
+    DEVICE_SERVER,
+    saved_mobilenet,
+    serve,
+    sessions_closed,
+)
 from canonqnn.build import remote
 from canonqnn.cli import EXIT_ERROR, main
 from canonqnn.errors import CanonqnnError
 from canonqnn.frontends.tflite import runtime as tflite_runtime
 from canonqnn.testing import onnx_models, tflite_models
 
-SERVER = os.path.join(os.path.dirname(canonqnn.__file__), "build", "device_server.py")
-
-
-def _serve(*command: str) -> tuple[subprocess.Popen, str]:
-    """A server started by ``command`` and the HOST:PORT its first line names."""
-    proc = subprocess.Popen([sys.executable, *command], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    assert line.startswith("serving on "), line
-    return proc, line.split()[-1]
-
 
 @pytest.fixture(scope="module")
 def server():
-    proc, address = _serve(SERVER, "--port", "19190", "--port-end", "19290")
+    proc, address = serve(DEVICE_SERVER, "--port", "19190", "--port-end", "19290")
     yield address
     proc.terminate()
     proc.wait(30)
@@ -121,13 +112,13 @@ def test_parity_of_a_tflite_model_on_the_device_compares_with_its_interpreter_th
 
 
 def test_a_tracker_hands_out_the_device_of_a_key_and_names_the_keys_it_has():
-    tracker, tracker_address = _serve("-c", "import sys, tvm.rpc.tracker as t; "
+    tracker, tracker_address = serve("-c", "import sys, tvm.rpc.tracker as t; "
                                             "s = t.Tracker('127.0.0.1', 19300, 19400, "
                                             "silent=True); print('serving on 127.0.0.1:%d' "
                                             "% s.port, flush=True); s.proc.join()")
     device_server = None
     try:
-        device_server, _ = _serve(SERVER, "--port", "19400", "--port-end", "19500",
+        device_server, _ = serve(DEVICE_SERVER, "--port", "19400", "--port-end", "19500",
                                   "--tracker", tracker_address, "--key", "test-x86")
         deadline = time.monotonic() + 60  # the server registers with the tracker on its own
         while True:
@@ -152,7 +143,7 @@ def test_a_tracker_hands_out_the_device_of_a_key_and_names_the_keys_it_has():
 
 def test_a_plain_tvm_server_runs_builds_but_parity_there_names_the_device_server(model, built,
                                                                                capsys):
-    proc, address = _serve("-c", "from tvm import rpc; s = rpc.Server('127.0.0.1', 19500, "
+    proc, address = serve("-c", "from tvm import rpc; s = rpc.Server('127.0.0.1', 19500, "
                                  "19600, silent=True); print('serving on 127.0.0.1:%d' % "
                                  "s.port, flush=True); s.proc.join()")
     try:

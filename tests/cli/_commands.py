@@ -66,7 +66,7 @@ def make_files(where: Path, program: bool) -> Path:
     return where
 
 
-def serve():
+def command_runner():
     """A process per command (module fixture)."""
     server = Server()
     yield server

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from _commands import make_files, run_command, serve
+from _commands import command_runner, make_files, run_command
 
-runner = pytest.fixture(scope="module")(serve)
+runner = pytest.fixture(scope="module")(command_runner)
 
 
 @pytest.fixture(scope="module")

@@ -11,14 +11,13 @@ import select
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-import canonqnn
-from _commands import make_files, run_command, serve
+from _commands import command_runner, make_files, run_command
+from _devices import DEVICE_SERVER, serve
 from canonqnn.numerics import PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,18 +43,14 @@ def workdir(tmp_path_factory) -> Path:
     return make_files(tmp_path_factory.mktemp("readme"), program=True)
 
 
-runner = pytest.fixture(scope="module")(serve)
+runner = pytest.fixture(scope="module")(command_runner)
 
 
 @pytest.fixture(scope="module")
 def device():
     """A device server on this host: what ``device:9190`` in the README stands for."""
-    server = os.path.join(os.path.dirname(canonqnn.__file__), "build", "device_server.py")
-    proc = subprocess.Popen([sys.executable, server, "--port", "19400", "--port-end", "19500"],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    assert line.startswith("serving on "), line
-    yield line.split()[-1]
+    proc, address = serve(DEVICE_SERVER, "--port", "19400", "--port-end", "19500")
+    yield address
     proc.terminate()
     proc.wait(30)
 
