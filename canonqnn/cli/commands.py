@@ -27,6 +27,11 @@ def _emit(args, document: Any, text: str | None) -> None:
         print(text)
 
 
+def _given(args, *options: str) -> list[str]:
+    """The flags of ``options`` (argument names) given on the command line."""
+    return [f"--{name}" for name in options if getattr(args, name) is not None]
+
+
 def _load_options(shapes: Sequence[str] | None, outputs: str | None) -> dict:
     options: dict[str, Any] = {"input_shapes": cli_inputs.parse_shapes(shapes)} if shapes else {}
     if outputs is not None:
@@ -163,10 +168,7 @@ def cmd_run(args) -> int:
         raise CanonqnnError("--reference runs the numpy reference here; --rpc runs a built "
                             "library on a device: give one of them")
     if not args.reference:
-        ignored = [flag for flag, value in (("--numerics", args.numerics),
-                                            ("--shape", args.shape),
-                                            ("--outputs", args.outputs),
-                                            ("--target", args.target)) if value is not None]
+        ignored = _given(args, "numerics", "shape", "outputs", "target")
         if ignored:
             verb = "apply" if len(ignored) > 1 else "applies"
             raise CanonqnnError(f"{', '.join(ignored)} {verb} to --reference only: a built "
@@ -281,8 +283,7 @@ def cmd_patterns(args) -> int:
     from .. import patterns
 
     if args.model is None:
-        given = [flag for flag, value in (("--shape", args.shape), ("--outputs", args.outputs),
-                                          ("--numerics", args.numerics)) if value is not None]
+        given = _given(args, "shape", "outputs", "numerics")
         if given:
             raise CanonqnnError(f"{', '.join(given)}: given no model, patterns lists the "
                                 "registered patterns; give a model for them to apply to")
