@@ -72,6 +72,26 @@ def canonical_module(model: Any, **options: Any) -> Any:
     return mod
 
 
+def convert(model: Any, numerics: str | None = None, **options: Any) -> tuple[Any, Any]:
+    """``model`` as a canonical module and its conversion report (``rewrites.Report``): a saved
+    module as it is, its report recomputed from it (``numerics``, if given, must be the one it
+    was converted for); a model of any format imported and canonicalized for ``numerics``."""
+    from . import numerics as profiles
+    from .rewrites import canonicalize, report_of
+
+    mod = load(model, **options)
+    if _is_module_file(model):
+        recorded = profiles.recorded(mod)
+        if numerics is not None and (recorded is None or recorded.name != numerics):
+            raise CanonqnnError(f"{os.fspath(model)} was converted for numerics "
+                                f"{recorded.name if recorded else 'unknown'}; convert the model "
+                                f"again with --numerics {numerics}")
+        return mod, report_of(mod)
+    mod, report = canonicalize(mod, numerics=numerics)
+    budget.check_module(mod, _source_name(model))
+    return mod, report
+
+
 def _is_module_file(model: Any) -> bool:
     """Whether ``model`` is the path of a saved module: named ``.json``, or holding one."""
     if not isinstance(model, (str, os.PathLike)):

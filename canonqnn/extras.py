@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "tflite": ("TFLite models need", ("tflite", "ai_edge_litert", "flatbuffers")),
     "torch": ("PyTorch programs need", ("torch", "torchao", "executorch")),
     "tune": ("tuning (build --tune) needs", ("xgboost", "cloudpickle", "psutil")),
+    "view": ("the graph viewer (canonqnn view) needs", ("model_explorer",)),
 }
 
 

@@ -86,6 +86,14 @@ def yolo_head_nodes(model: onnx.ModelProto) -> list[str]:
     return [n.name for n in model.graph.node if n.name.startswith(YOLO_HEAD)]
 
 
+def quantized_yolo(nms: bool = False) -> onnx.ModelProto:
+    """``yolo_like`` as users quantize it: QDQ, uint8 activations, per-channel weights, the
+    head left float."""
+    float_model = yolo_like(nms=nms)
+    return models.quantize(float_model, fmt="qdq", activation="u8", per_channel=True,
+                           nodes_to_exclude=yolo_head_nodes(float_model))
+
+
 def torch_transformer_like(seed: int = 0, heads: int = 2, ffn: int = 64) -> onnx.ModelProto:
     seq, width = models.SEQ_SHAPE[1:]
     head_width = width // heads

@@ -70,7 +70,8 @@ LAYERS: dict[str, list[str]] = {
     # Models built in code for tests, examples, benchmarks and the demo.
     "testing": ["canonqnn.testing.*"],
     # The user's flow: load any format, canonicalize, build, parity, the demo running them.
-    "user": ["canonqnn.api", "canonqnn.cli.*", "canonqnn.oracle.parity", "canonqnn.testing.demo"],
+    "user": ["canonqnn.api", "canonqnn.cli.*", "canonqnn.oracle.parity", "canonqnn.testing.demo",
+             "canonqnn.view.*"],
 }
 
 _CORE = ["base", "tvm", "core"]
@@ -145,8 +146,9 @@ THIRD_PARTY: dict[str, set[str]] = {
     "testing": {"onnx", "onnxruntime", "tflite", "flatbuffers", "ai_edge_litert", "torch",
                 "torchao", "executorch"},
     # onnx: the demo writes its model as an ONNX file, as a user would. rich: the command
-    # line's progress on a terminal.
-    "user": {"onnx", "rich"},
+    # line's progress on a terminal. model_explorer, dacite (its dependency): the viewer (the
+    # view extra).
+    "user": {"onnx", "rich", "model_explorer", "dacite"},
 }
 EVERYWHERE = {"numpy"}
 

@@ -63,6 +63,7 @@ from .modules import (
                     function_attr,
                     function_bindings,
                     function_params,
+                    function_result,
                     map_nodes,
                     module_functions,
                     normalize_outputs,
@@ -70,6 +71,7 @@ from .modules import (
                     single_call_module,
                     string_function,
                     tuple_fields,
+                    tuple_item,
                     var_name,
                     well_formed_problem,
                     with_function,
@@ -135,9 +137,9 @@ __all__ = [
     "subtract",
     # functions and modules
     "call_bindings", "callee_function", "calls_module", "copy_module", "function_attr",
-    "function_bindings", "function_params", "map_nodes", "module_functions",
+    "function_bindings", "function_params", "function_result", "map_nodes", "module_functions",
     "normalize_outputs", "relax_functions", "single_call_module", "string_function",
-    "tuple_fields", "var_name", "well_formed_problem", "with_function",
+    "tuple_fields", "tuple_item", "var_name", "well_formed_problem", "with_function",
     # the mutator
     "CallWalk", "remove_dead_bindings",
     # serialization

@@ -73,6 +73,18 @@ def function_bindings(func: Any) -> list[tuple[Any, Any]]:
     return [(b.var, b.value) for block in func.body.blocks for b in block.bindings]
 
 
+def function_result(func: Any) -> Any:
+    """The expression a Relax function returns."""
+    return func.body.body
+
+
+def tuple_item(expr: Any) -> tuple[Any, int] | None:
+    """``(tuple, index)`` of a ``TupleGetItem``, else None."""
+    if isinstance(expr, relax.TupleGetItem):
+        return expr.tuple_value, int(expr.index)
+    return None
+
+
 def call_bindings(func: Any) -> tuple[list[tuple[Any, Any]], dict[Any, list[Any]]]:
     """``([(var, call)], users)`` of a Relax function: its bindings of calls in order, and
     for each variable the variables of the bindings that read it (``None`` for the function's

@@ -23,7 +23,7 @@ from ..io import IO_FUNCTION, ModelIO, checked_inputs, interface, random_inputs,
 from . import executorch_float, integrity, isa, layout, pipeline, remote, runtime, schedule, targets
 from .form_tuning import choose_forms
 from .forms.choice import chosen
-from .report import LUT_KERNEL, KernelReport, from_fused_module
+from .report import LUT_KERNEL, KernelReport, from_fused_module, kernel_of_bindings
 from .tuning import apply_tuning, tune_cpu
 
 KERNELS_FUNCTION = "canonqnn_kernels"  # a built library's kernel report (JSON string)
@@ -91,15 +91,18 @@ class Built:
         return path
 
 
-def fuse(mod: Any, target: Any = None, *, channels_last: bool = True) -> Any:
+def fuse(mod: Any, target: Any = None, *, channels_last: bool = True,
+         legalize_only: bool = False) -> Any:
     """Legalize ``mod`` (canonical ops -> integer TIR) and fuse its kernels as the build does:
     convs run channels-last where that is faster (``canonqnn.build.layout``; ``channels_last=False``
     keeps every conv NCHW, to compare), and lookup tables and adds of operands of one shape
-    count as elementwise, so they fuse into the kernel that produces their input."""
+    count as elementwise, so they fuse into the kernel that produces their input
+    (``legalize_only``: stop before fusion)."""
     return pipeline.fuse_kernels(mod, targets.as_target(target), elementwise_kernel,
                              quantize_by_reciprocal=numerics.quantizes_by_reciprocal(mod),
                              before_legalize=layout.channels_last if channels_last else None,
-                             float_legalize=executorch_float.legalizations(mod))
+                             float_legalize=executorch_float.legalizations(mod),
+                             fuse=not legalize_only)
 
 
 ADD_KERNEL = "canonqnn_add"  # the primfunc name hint of the add op's legalization
@@ -119,6 +122,15 @@ def elementwise_kernel(name: str, func: Any) -> bool:
 def inspect_kernels(mod: Any, target: Any = None) -> KernelReport:
     """The kernels ``build`` would compile ``mod`` into, without compiling them."""
     return from_fused_module(fuse(mod, target))
+
+
+def kernel_of_vars(mod: Any, target: Any = None) -> dict[str, str]:
+    """For each variable bound in ``mod``'s ``main`` that a kernel of its build computes (by
+    name), that kernel's name as ``inspect_kernels`` gives it, without compiling."""
+    target = targets.as_target(target)
+    legalized = fuse(mod, target, legalize_only=True)
+    kernels = kernel_of_bindings(legalized, pipeline.fuse_ops(legalized, target, fuse_tir=False))
+    return {_tvm.var_name(var): kernel for var, kernel in kernels.items()}
 
 
 def build(mod: Any, target: Any = None, *, tune: int = 0,

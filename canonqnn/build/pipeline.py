@@ -48,10 +48,10 @@ def fuse_kernels(mod: Any, target: Any,
                  elementwise_kernels: Callable[[str, Any], bool] | None = None,
                  quantize_by_reciprocal: bool = False,
                  before_legalize: Callable[[Any], Any] | None = None,
-                 float_legalize: dict[str, Any] | None = None) -> Any:
+                 float_legalize: dict[str, Any] | None = None, fuse: bool = True) -> Any:
     """TVM's CPU pipeline up to kernel fusion (dispatch, LegalizeOps, AnnotateTIROpPattern,
-    FoldConstant, FuseOps, FuseTIR), with the PrimFuncs ``elementwise_kernels(name, func)``
-    names marked elementwise (op_pattern 0) before fusion;
+    FoldConstant, then ``fuse_ops``; ``fuse=False``: stop before it), with the PrimFuncs
+    ``elementwise_kernels(name, func)`` names marked elementwise (op_pattern 0) before fusion;
     ``quantize_by_reciprocal``: ``relax.quantize`` multiplies by the reciprocal of its scale
     (``_quantize_by_reciprocal``); ``before_legalize(mod)``, run under the target just before
     LegalizeOps (the layout pass).
@@ -79,7 +79,19 @@ def fuse_kernels(mod: Any, target: Any,
             {**({"relax.quantize": _quantize_by_reciprocal} if quantize_by_reciprocal else {}),
              **(float_legalize or {})} or None),
         relax.transform.AnnotateTIROpPattern(), mark_elementwise,
-        relax.transform.FoldConstant(), relax.transform.FuseOps(), relax.transform.FuseTIR()]
+        relax.transform.FoldConstant()]
+    mod = _run(passes, mod, target)
+    return fuse_ops(mod, target) if fuse else mod
+
+
+def fuse_ops(mod: Any, target: Any, fuse_tir: bool = True) -> Any:
+    """FuseOps, then FuseTIR (``fuse_tir=False``: each fused kernel left a Relax function of
+    the kernel calls it groups, as ``report.kernel_of_bindings`` reads it)."""
+    passes = [relax.transform.FuseOps()] + ([relax.transform.FuseTIR()] if fuse_tir else [])
+    return _run(passes, mod, target)
+
+
+def _run(passes: list[Any], mod: Any, target: Any) -> Any:
     current = tvm.transform.PassContext.current()
     config = {**dict(current.config), MAX_FUSE_DEPTH_KEY: MAX_FUSE_DEPTH}
     with target, tvm.transform.PassContext(opt_level=current.opt_level, config=config,

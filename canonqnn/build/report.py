@@ -172,3 +172,47 @@ def analyze(kernels: list[Kernel]) -> KernelReport:
                     f"{CANONICAL_MARK}{op}" in producer.name for op in table_producers):
                 report.unfused_luts.append(consumer.name)
     return report
+
+
+
+def kernel_of_bindings(legalized: Any, fused: Any) -> dict[Any, str]:
+    """Each variable bound in ``legalized``'s ``main`` (the build's module before FuseOps) that a
+    kernel computes, mapped to that kernel's name; ``fused`` is ``legalized`` after FuseOps,
+    before FuseTIR (FuseTIR names each kernel after its Relax function).
+
+    A fused kernel's function keeps the variables of the bindings it groups but its result's,
+    which FuseOps binds anew: that binding is the one of ``legalized`` that calls the same
+    kernel on the same variables."""
+    bound = dict(_tvm.function_bindings(legalized["main"]))
+    kernel_of: dict[Any, str] = {}
+    origin: dict[Any, Any] = {}  # a variable of fused main -> the legalized one it holds
+    call_tir = _tvm.op_by_name("relax.call_tir")
+
+    def key(call: Any, resolve: Any) -> Any:
+        if not (isinstance(call, relax.Call) and call.op.same_as(call_tir)):
+            return None
+        args = tuple(resolve(a, a) for a in call.args[1].fields)
+        return call.args[0], tuple(a if isinstance(a, relax.Var) else None for a in args)
+
+    unassigned = {var: key(value, lambda v, _: v) for var, value in bound.items()}
+    for var, value in _tvm.function_bindings(fused["main"]):
+        if isinstance(value, relax.Call) and value.op.same_as(call_tir):
+            kernel_of[var] = value.args[0].name_hint
+            continue
+        func = _tvm.callee_function(fused, value)
+        if func is None:
+            continue
+        name = value.op.name_hint
+        params = {p: origin.get(a, a) for p, a in zip(func.params, value.args)}
+        for inner, call in _tvm.function_bindings(func):
+            if inner not in bound:  # the kernel's result
+                wanted = key(call, params.get)
+                inner = next((v for v, k in unassigned.items()
+                              if k is not None and k[1] == wanted[1]
+                              and k[0].same_as(wanted[0])), None) if wanted else None
+                if inner is None:
+                    continue
+                origin[var] = inner
+            kernel_of[inner] = name
+            unassigned.pop(inner, None)
+    return kernel_of

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from .. import budget, formats
+from .. import formats
 from ..errors import CanonqnnError
 from . import inputs as cli_inputs
 from .inputs import checked_file, output_file, parse_inputs
@@ -43,23 +44,13 @@ def _load_options(shapes: Sequence[str] | None, outputs: str | None) -> dict:
 
 
 def _canonical(args, model: str):
-    """``model`` as a canonical module and its report: a module file as it is (its report
-    recomputed from it), a model converted with the command's options."""
-    from .. import numerics
-    from ..api import load
-    from ..rewrites import canonicalize, report_of
+    """``model`` as a canonical module and its report (``api.convert``), with the command's
+    options; the notes of its import printed."""
+    from ..api import convert
 
-    mod = load(model, **_load_options(args.shape, args.outputs))
-    if formats.file_kind(model) == "module":
-        recorded = numerics.recorded(mod)
-        if args.numerics is not None and (recorded is None or recorded.name != args.numerics):
-            raise CanonqnnError(f"{model} was converted for numerics "
-                                f"{recorded.name if recorded else 'unknown'}; convert the model "
-                                f"again with --numerics {args.numerics}")
-        return mod, report_of(mod)
-    _print_notes(args, mod)
-    mod, report = canonicalize(mod, numerics=args.numerics)
-    budget.check_module(mod, model)
+    mod, report = convert(model, args.numerics, **_load_options(args.shape, args.outputs))
+    if formats.file_kind(model) != "module":
+        _print_notes(args, mod)
     return mod, report
 
 
@@ -247,6 +238,55 @@ def cmd_parity(args) -> int:
                     numerics=args.numerics, device=_device(args.rpc), **options)
     _emit(args, result.to_json(), result.summary())
     return 0 if result.exact else EXIT_DIFFERS
+
+
+def cmd_view(args) -> int:
+    from ..view import view_of
+
+    if args.seed < 0:
+        raise CanonqnnError(f"--seed {args.seed}: the seed must be 0 or more")
+    given = _given(args, "input") + (["--runs"] if args.runs != 1 else []) + \
+        (["--seed"] if args.seed != 0 else [])
+    if given and not args.parity:
+        raise CanonqnnError(f"{', '.join(given)} apply to view --parity only")
+    serving = _given(args, "port") + (["--no-browser"] if args.no_browser else []) + \
+        (["--host"] if args.host != "localhost" else [])
+    if serving and args.export:
+        raise CanonqnnError(f"{', '.join(serving)} apply to serving, not to --export")
+    model = checked_file(args.model, "view --parity" if args.parity else "view")
+    export = output_file(args.export) if args.export else None
+    if export is None:
+        from .. import extras
+
+        extras.require("view")  # before the conversion, not after it
+    view = view_of(model, parity=args.parity, target=args.target, numerics=args.numerics,
+                   inputs=parse_inputs(args.input), runs=args.runs, seed=args.seed,
+                   **_load_options(args.shape, args.outputs))
+    document: dict[str, Any] = {
+        "model": view.label,
+        "graphs": [{"id": g["id"], "nodes": len(g["nodes"])} for g in view.graphs["graphs"]],
+        "parity": view.parity.to_json() if view.parity is not None else None}
+    found = [view.parity.summary()] if view.parity is not None and not args.quiet else []
+    if export is not None:
+        files = view.export(export)
+        lines = found + ([] if args.quiet else [f"wrote {f}" for f in files])
+        _emit(args, {**document, "files": files}, "\n".join(lines) if lines else None)
+        return 0
+    if found and not args.json:
+        print(found[0], flush=True)
+    from ..view.server import serve
+
+    stdout = sys.stdout  # (the server's own lines are sent to stderr while it runs)
+
+    def announce(url: str) -> None:
+        if args.json:
+            print(json.dumps({**document, "url": url}), file=stdout, flush=True)
+        else:
+            print(f"Model Explorer: {url}\n(Ctrl+C to stop)", file=stdout, flush=True)
+
+    serve(view, host=args.host, port=args.port, open_browser=not args.no_browser,
+          announce=announce)
+    return 0
 
 
 def cmd_ops(args) -> int:

@@ -23,7 +23,11 @@ ACCEPTS: dict[str, tuple[str, ...]] = {
     "inspect --built": (*MODULE_KINDS, "library"),
     "parity": formats.MODEL_KINDS,
     "patterns": MODULE_KINDS,
+    "view": MODULE_KINDS,
+    "view --parity": formats.MODEL_KINDS,
 }
+# The commands that run the model in its source runtime.
+RUNS_SOURCE = ("parity", "view --parity")
 MODEL_SUFFIXES = ".onnx, .tflite, .pt2"
 MODELS = f"a model ({MODEL_SUFFIXES})"
 
@@ -54,12 +58,12 @@ def _what_fits(path: str, kind: str, command: str) -> str:
     if kind in LIBRARY_KINDS:
         return {"run --reference": f"run it without --reference (canonqnn run {path})",
                 "inspect": f"inspect --built {path} lists its kernels",
-                "parity": "parity runs the model in its source runtime and needs the model "
-                          f"it was built from ({MODEL_SUFFIXES})"}.get(
+                **{c: f"{c} runs the model in its source runtime and needs the model it "
+                      f"was built from ({MODEL_SUFFIXES})" for c in RUNS_SOURCE}}.get(
             command, f"it is built already: canonqnn run {path} runs it")
     if kind == "module":
-        if command == "parity":
-            return (f"parity runs the model in its source runtime and needs the model it was "
+        if command in RUNS_SOURCE:
+            return (f"{command} runs the model in its source runtime and needs the model it was "
                     f"converted from ({MODEL_SUFFIXES}); to check this module's build against "
                     f"its numpy reference: canonqnn build {path} --verify")
         if command == "run":
@@ -70,7 +74,7 @@ def _what_fits(path: str, kind: str, command: str) -> str:
         return (f"run takes a built library: build it (canonqnn build {path}), or run its "
                 f"numpy reference (canonqnn run --reference {path})")
     takes = {"run": "a built library (.so, .tar)"}.get(command, MODELS if command in (
-        "convert", "parity") else f"{MODELS} or a canonical module file (.json)")
+        "convert", *RUNS_SOURCE) else f"{MODELS} or a canonical module file (.json)")
     given_with = " (inputs are given with --input)" if kind in ("npy", "npz") else ""
     return f"{command} takes {takes}{given_with}"
 

@@ -62,6 +62,19 @@ def _model_options() -> argparse.ArgumentParser:
 RPC_METAVAR = "HOST:PORT[:KEY]"
 
 
+def _compared_inputs(p: argparse.ArgumentParser, runs: int, applies: str = "") -> None:
+    """The inputs a command compares the build and the source runtime on (``applies``: when
+    they apply, where not always)."""
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz",
+                   help=applies + INPUT_HELP)
+    p.add_argument("--runs", type=int, default=runs, metavar="N",
+                   help=f"{applies}seeded random inputs compared when none are given "
+                        f"(default: {runs})")
+    p.add_argument("--seed", type=int, default=0,
+                   help=f"{applies}seed of the first random input; run k uses SEED+k "
+                        "(default: 0)")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="canonqnn", description=DESCRIPTION, epilog=EPILOG,
                                 parents=[_common(False)])
@@ -142,17 +155,40 @@ def parser() -> argparse.ArgumentParser:
                                     "inputs, and compare them. Exits 1 when an output differs.")
     pa.add_argument("model", help="model (.onnx, .tflite, .pt2): parity runs it in its source "
                                   "runtime")
-    pa.add_argument("--input", action="append", metavar="NAME=FILE.npy | FILE.npz",
-                    help=INPUT_HELP)
-    pa.add_argument("--runs", type=int, default=3, metavar="N",
-                    help="seeded random inputs compared when none are given (default: 3)")
-    pa.add_argument("--seed", type=int, default=0,
-                    help="seed of the first random input; run k uses SEED+k (default: 0)")
+    _compared_inputs(pa, runs=3)
     pa.add_argument("--target", help="TVM target (default: this host's CPU, or with --rpc the "
                                      "device's)")
     pa.add_argument("--rpc", metavar=RPC_METAVAR,
                     help="build for a device, run the build and the source runtime there and "
                          "compare (ONNX and TFLite models; docs/devices.md)")
+
+    v = sub.add_parser("view", parents=[common, model],
+                       help="see the canonical graph in Model Explorer (the view extra)",
+                       description="Show the model's canonical graph in Model Explorer, served "
+                                   "on this machine until interrupted: ops nested by layer and "
+                                   "by build kernel, float islands coloured with their reasons, "
+                                   "and with --parity each op compared with the source "
+                                   "runtime's tensor. --export writes the same files instead "
+                                   "(Model Explorer's graph JSON; loadable without canonqnn).")
+    v.add_argument("model", help=MODEL_HELP)
+    v.add_argument("--parity", action="store_true",
+                   help="run the model in its source runtime and the build, and show per op "
+                        "how many values differ from the runtime's tensor and by how many LSB, "
+                        "the first diverging layer outlined (where the runtime exposes the "
+                        "tensor: ONNX models)")
+    v.add_argument("--export", metavar="FILE.json",
+                   help="write Model Explorer's graph JSON here (with --parity, the node data "
+                        "beside it: FILE.parity-differing.json, FILE.parity-max-lsb.json) "
+                        "instead of serving")
+    _compared_inputs(v, runs=1, applies="with --parity: ")
+    v.add_argument("--target", help="TVM target whose kernels are shown (default: this host's "
+                                    "CPU)")
+    v.add_argument("--host", default="localhost",
+                   help="address to serve on (default: localhost)")
+    v.add_argument("--port", type=int,
+                   help="port to serve on (default: the first free one from 8080)")
+    v.add_argument("--no-browser", action="store_true",
+                   help="do not open the page in a browser (none is opened without a display)")
 
     o = sub.add_parser("ops", parents=[common], help="list the canonical ops")
     o.add_argument("--name", action="append", metavar="OP",

@@ -66,6 +66,10 @@ PARITY = _object({
         "reference": STRING, "outputs": {"type": "array", "items": OUTPUT_PARITY}})},
     "first_divergence": _nullable({"type": "object"}),
     "first_divergence_summary": STRING,
+    # view --parity: every canonical op whose tensor the source runtime exposes
+    "layers": {"type": "array", "items": _object({
+        "op": STRING, "var": STRING, "tensor": STRING, "elements": INTEGER,
+        "differing": INTEGER, "max_lsb": INTEGER})},
 })
 TENSORS = {"type": "array", "items": {"type": "array", "prefixItems": [
     STRING, {"type": "array", "items": INTEGER}], "minItems": 2, "maxItems": 2}}  # dtype, shape
@@ -81,6 +85,8 @@ KERNELS = _object({
     "float_island_edges": EDGES,
     "unfused_luts": STRINGS,
 })
+
+VIEW_GRAPHS = {"type": "array", "items": _object({"id": STRING, "nodes": INTEGER})}
 
 SCHEMAS: dict[str, dict[str, Any]] = {
     "convert": _object({"model": STRING, "output": STRING, "script": _nullable(STRING),
@@ -114,6 +120,12 @@ SCHEMAS: dict[str, dict[str, Any]] = {
     "patterns": {"type": "array", "items": _object({"pattern": STRING, "ops": STRINGS})},
     "patterns MODEL": {"type": "array", "items": _object({"pattern": STRING, "op": STRING,
                                                           "summary": STRING})},
+    # the graphs Model Explorer shows (nodes: how many), and what parity found (null without
+    # --parity); with --export the files written, else the page's address once it is served
+    "view --export": _object({"model": STRING, "graphs": VIEW_GRAPHS, "parity": _nullable(PARITY),
+                              "files": STRINGS}),
+    "view": _object({"model": STRING, "graphs": VIEW_GRAPHS, "parity": _nullable(PARITY),
+                     "url": STRING}),
     "demo": _object({"workdir": _nullable(STRING), "kept": BOOLEAN,
                      "model": _nullable(STRING), "library": _nullable(STRING),
                      "report": REPORT, "target": TARGET, "parity": PARITY}),
@@ -122,13 +134,15 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 
 def schema_of(argv: list[str]) -> dict[str, Any]:
     """The schema of the JSON ``canonqnn ARGV --json`` prints (its command's, or the form
-    ``inspect --built`` and ``patterns MODEL`` print)."""
+    ``inspect --built``, ``patterns MODEL`` and ``view --export`` print)."""
     command = next(a for a in argv if not a.startswith("-"))
     rest = argv[argv.index(command) + 1:]
     if command == "inspect" and "--built" in rest:
         return SCHEMAS["inspect --built"]
     if command == "patterns" and any(not a.startswith("-") for a in rest):
         return SCHEMAS["patterns MODEL"]
+    if command == "view" and any(a.startswith("--export") for a in rest):
+        return SCHEMAS["view --export"]
     return SCHEMAS[command]
 
 

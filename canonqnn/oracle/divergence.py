@@ -52,27 +52,69 @@ class Divergence:
         return asdict(self)
 
 
+@dataclass
+class LayerDifference:
+    """One canonical op's result (its numpy reference) against the source runtime's value of
+    the same tensor: how many values differ, and by how much at most, in units of the tensor's
+    quantization step (both are the op's integers)."""
+
+    op: str
+    var: str
+    tensor: str
+    elements: int
+    differing: int
+    max_lsb: int
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def first_divergence(mod: Any, built: Any, feed: dict[str, np.ndarray], build_one: Any,
                      runtime_tensors: Any = None) -> Divergence | None:
     """The first canonical op of ``mod`` whose output differs on ``feed`` (module doc).
     ``runtime_tensors(names, feed)``: the source runtime's values of named tensors."""
-    with np.errstate(all="ignore"):  # NaN or infinity given as input: compared, not warned of
-        evaluation = reference.evaluate(mod, feed, reference.tvm_island(build_one))
+    evaluation, ops, runtime = _evaluate(mod, feed, build_one, runtime_tensors)
     got = built.run(feed)
     build_differs = any(not np.array_equal(got[k], v) for k, v in evaluation.outputs.items())
-    ops = [(var, call, op) for var, call in _tvm.function_bindings(mod["main"])
-           if (op := lookup(call)) is not None]
-    names = [qdq.source_tensor(call) for _, call, _ in ops]
-    runtime = runtime_tensors([n for n in names if n], feed) if runtime_tensors else {}
-    for (var, call, op), name in zip(ops, names):
+    for var, call, op, name in ops:
         want = np.asarray(evaluation.values[var])
         kernel = _kernel_difference(call, evaluation, build_one, want) if build_differs \
             else None
-        against = _runtime_difference(want, runtime.get(name)) if name else None
+        compared = _runtime_difference(want, runtime.get(name)) if name else None
+        against = compared[0] if compared else None
         if kernel or against:
             return Divergence(op.name, _tvm.var_name(var), name, int(want.size),
                               kernel, against)
     return None
+
+
+def layer_differences(mod: Any, feed: dict[str, np.ndarray], build_one: Any,
+                      runtime_tensors: Any) -> list[LayerDifference]:
+    """Every canonical op of ``mod`` whose tensor the source runtime exposes, in graph order,
+    compared on ``feed`` with the runtime's value (``LayerDifference``)."""
+    evaluation, ops, runtime = _evaluate(mod, feed, build_one, runtime_tensors)
+    layers = []
+    for var, _call, op, name in ops:
+        want = np.asarray(evaluation.values[var])
+        against = _runtime_difference(want, runtime.get(name)) if name else None
+        if name and against is not None:
+            layers.append(LayerDifference(op.name, _tvm.var_name(var), name, int(want.size),
+                                          *against))
+    return layers
+
+
+def _evaluate(mod: Any, feed: dict[str, np.ndarray], build_one: Any,
+              runtime_tensors: Any) -> tuple[Any, list[tuple[Any, Any, Any, str | None]], dict]:
+    """The reference's values of every binding on ``feed``; the canonical ops as ``(var, call,
+    op, source tensor)``; the runtime's values of those tensors it exposes."""
+    with np.errstate(all="ignore"):  # NaN or infinity given as input: compared, not warned of
+        evaluation = reference.evaluate(mod, feed, reference.tvm_island(build_one))
+    ops = [(var, call, op, qdq.source_tensor(call))
+           for var, call in _tvm.function_bindings(mod["main"])
+           if (op := lookup(call)) is not None]
+    names = [name for *_, name in ops if name]
+    runtime = runtime_tensors(names, feed) if runtime_tensors else {}
+    return evaluation, ops, runtime
 
 
 def _kernel_difference(call: Any, evaluation: Any, build_one: Any, want: np.ndarray) -> int:
@@ -80,9 +122,10 @@ def _kernel_difference(call: Any, evaluation: Any, build_one: Any, want: np.ndar
     return int(np.count_nonzero(got != want))
 
 
-def _runtime_difference(want: np.ndarray, value: Any) -> int | None:
-    """Differing values between the op's int8 result and the runtime's tensor (uint8 tensors
-    compared with the int8 shift the module holds them in); None when not comparable."""
+def _runtime_difference(want: np.ndarray, value: Any) -> tuple[int, int] | None:
+    """Differing values between the op's integer result and the runtime's tensor (uint8
+    tensors compared with the int8 shift the module holds them in), and the largest difference;
+    None when not comparable."""
     if value is None:
         return None
     value = np.asarray(value)
@@ -90,4 +133,8 @@ def _runtime_difference(want: np.ndarray, value: Any) -> int | None:
         value = uint8_to_int8(value)
     if value.shape != want.shape or value.dtype != want.dtype:
         return None
-    return int(np.count_nonzero(value != want))
+    differing = value != want
+    if not differing.any():
+        return 0, 0
+    gap = np.abs(value.astype(np.int64) - want.astype(np.int64))
+    return int(np.count_nonzero(differing)), int(gap.max())

@@ -43,6 +43,9 @@ class ParityResult:
     target: str
     runs: int
     extra: dict[str, Any] = field(default_factory=dict)
+    # the canonical module compared and its conversion report (not in ``to_json``)
+    module: Any = field(default=None, repr=False)
+    report: Any = field(default=None, repr=False)
 
     @property
     def exact(self) -> bool:
@@ -189,7 +192,8 @@ def _device_oracle(model: Any, fq: Any, device: Any) -> formats.Format:
 def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarray] | None = None,
            *, runs: int = 3, seed: int = 0, target: Any = None,
            input_shapes: dict[str, Any] | None = None, numerics: Any = None,
-           outputs: list[str] | None = None, device: Any = None) -> ParityResult:
+           outputs: list[str] | None = None, device: Any = None,
+           layers: bool = False) -> ParityResult:
     """Run the source runtime and the canonical TVM build on the same inputs and compare.
 
     The source runtimes are the format's (``canonqnn.formats``): onnxruntime for ONNX models,
@@ -204,6 +208,9 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     ``device``: a device (``canonqnn.build.remote.connect``) to run both on: the build, for
     ``target`` (default: the device's CPU), and the source runtime installed there, whose
     numerics the module is converted for by default (ONNX and TFLite models).
+    ``layers``: also compare every canonical op whose tensor the source runtime exposes with
+    that tensor (``extra["layers"]``, ``divergence.layer_differences``), on the first input
+    where the outputs differ, else the first input.
     """
     from ..rewrites import canonicalize
 
@@ -277,8 +284,8 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             "none in the arithmetic choices the profiles name"]
     if also:
         extra["also_compared"] = also
-    if differing_feed is not None:
-        from .divergence import first_divergence
+    if differing_feed is not None or layers:
+        from .divergence import first_divergence, layer_differences
 
         # on a device, each layer built alone runs there, and the source runtime's tensors
         # come from the runtime there
@@ -293,6 +300,7 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             alone = build(one, target)
             return upload(alone, device) if device is not None else alone
 
+    if differing_feed is not None:
         with progress.step("searching the first layer where the build and the runtime differ"):
             found = first_divergence(mod, built, differing_feed, build_one, source_tensors)
         extra["first_divergence"] = found.to_json() if found else None
@@ -300,5 +308,9 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             "first diverging layer: none found (every canonical op equals its reference and "
             "the runtime's recorded tensors; the difference is in a float island or after "
             "the last canonical op)")
+    if layers:
+        with progress.step("comparing every layer with the runtime's tensor"):
+            extra["layers"] = [layer.to_json() for layer in layer_differences(
+                mod, differing_feed or feeds[0], build_one, source_tensors)]
     return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
-                        runtimes[0].description, built.target, len(feeds), extra)
+                        runtimes[0].description, built.target, len(feeds), extra, mod, report)

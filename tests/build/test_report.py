@@ -71,3 +71,22 @@ def test_lookup_table_after_a_conv_is_built_into_the_conv_kernel():
     assert not any(k.name.startswith("canonqnn_lut") for k in kernels.kernels)
     assert kernels.ok
     assert canonqnn.parity(model, runs=2).exact
+
+
+def test_every_call_of_a_module_is_mapped_to_the_kernel_of_its_build_that_computes_it():
+    from canonqnn import _tvm
+    from canonqnn.build.builder import kernel_of_vars
+    from canonqnn.testing import onnx_models
+
+    model = onnx_models.quantize(onnx_models.resnet_like(), fmt="qdq", activation="s8",
+                                 per_channel=True)
+    mod = canonqnn.canonicalize(canonqnn.load(model))[0]
+    kernels = kernel_of_vars(mod)
+    calls = [_tvm.var_name(v) for v, c in _tvm.function_bindings(mod["main"])
+             if _tvm.op_name(c) is not None]
+    assert set(calls) <= set(kernels)
+    assert set(kernels.values()) == {k.name for k in canonqnn.inspect_built(mod).kernels}
+    # a residual add fuses into the conv that computes its first operand (elementwise_kernel)
+    adds = [v for v, c in _tvm.function_bindings(mod["main"])
+            if _tvm.op_name(c) == "relax.canonqnn.add"]
+    assert adds and all("canonqnn_add" in kernels[_tvm.var_name(v)] for v in adds)

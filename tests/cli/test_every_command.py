@@ -58,6 +58,15 @@ MATRIX = [
     (["patterns", "--json"], 0, None),
     (["patterns", "model.canonqnn.json", "--json"], 0, None),
     (["patterns", "model.tflite", "--json"], 0, None),
+    (["view", "model.onnx", "--export", "graph.json", "--json"], 0, None),
+    (["view", "model.canonqnn.json", "--export", "module-graph.json", "--json"], 0, None),
+    (["view", "model.tflite", "--parity", "--export", "tflite-graph.json"], 0,
+     "does not expose the model's inner tensors: no op gets a parity overlay"),
+    (["view", "model.canonqnn.json", "--parity"], 2,
+     "view --parity runs the model in its source runtime"),
+    (["view", "model.onnx", "--export", "g.json", "--port", "9000"], 2,
+     "--port apply to serving, not to --export"),
+    (["view", "model.onnx", "--runs", "2"], 2, "--runs apply to view --parity only"),
     (["demo", "--workdir", "kept", "--json"], 0, None),
     (["convert", "model.onnx", "-o", "quiet.canonqnn.json", "--quiet"], 0, None),
     # the interpreter's announcement of its delegate, shown with --verbose only
@@ -92,18 +101,22 @@ def test_a_module_files_report_is_its_own_not_an_empty_one(runner, workdir):
 
 
 def test_a_missing_extra_is_named_not_a_traceback(workdir):
-    """On an install without the torch and tflite extras (their modules unimportable)."""
-    blocked = ["torch", "torchao", "executorch", "tflite", "ai_edge_litert", "flatbuffers"]
+    """On an install without the torch, tflite and view extras (their modules unimportable)."""
+    blocked = ["torch", "torchao", "executorch", "tflite", "ai_edge_litert", "flatbuffers",
+               "model_explorer"]
     code = (f"import sys; sys.modules.update(dict.fromkeys({blocked!r})); "
             "from canonqnn.cli import main; "
-            "sys.exit(10 * main(['convert', 'model.pt2', '-o', 'unused.json']) "
-            "+ main(['convert', 'model.tflite', '-o', 'unused.json']))")
+            "sys.exit(100 * main(['convert', 'model.pt2', '-o', 'unused.json']) "
+            "+ 10 * main(['convert', 'model.tflite', '-o', 'unused.json']) "
+            "+ main(['view', 'model.onnx']))")
     done = subprocess.run([sys.executable, "-c", code], cwd=workdir, capture_output=True,
                           text=True, timeout=300)
-    assert done.returncode == 22, done.stderr
-    pt2, tflite = done.stderr.splitlines()
+    assert done.returncode == 222, done.stderr
+    pt2, tflite, view = done.stderr.splitlines()
     assert pt2 == ("canonqnn: error: PyTorch programs need the torch extra (torch is not "
                    "installed): pip install 'canonqnn[torch]'")
     # (the first of the extra's modules the frontend imports)
     assert re.fullmatch(r"canonqnn: error: TFLite models need the tflite extra \(\w+ is not "
                         r"installed\): pip install 'canonqnn\[tflite\]'", tflite), tflite
+    assert view == ("canonqnn: error: the graph viewer (canonqnn view) needs the view extra "
+                    "(model_explorer is not installed): pip install 'canonqnn[view]'")

@@ -10,8 +10,12 @@ import re
 import select
 import shlex
 import shutil
+import signal
 import subprocess
+import sys
 import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -25,6 +29,8 @@ DEVICE = "device:9190"  # how the README names a device: a device server run her
 SLOW_LINES = ("--tune",)  # README lines that take minutes: run under -m slow
 # Run on a terminal by the installed command (``_on_a_terminal``), where its progress shows.
 ON_A_TERMINAL = ("canonqnn parity model.pt2",)
+# Lines that serve until interrupted: run until they answer, then stopped as Ctrl+C would.
+SERVES = ("canonqnn view model.onnx --parity",)
 
 
 def readme_commands() -> list[str]:
@@ -93,8 +99,35 @@ def test_each_readme_command_line_runs_as_written(runner, workdir, device, line)
     if line in ON_A_TERMINAL:
         _shows_its_steps_on_a_terminal(argv, workdir)
         return
+    if line in SERVES:
+        _serves_until_interrupted(argv, workdir)
+        return
     run = run_command(runner, workdir, argv)
     assert run.stdout.strip(), run  # each of these prints its result
+
+
+def _serves_until_interrupted(argv: list[str], workdir: Path) -> None:
+    """``canonqnn ARGV`` prints the page's address once the server answers there, and stops
+    on SIGINT (Ctrl+C) with its temporary files removed; the browser page itself is
+    ``tests/view/test_browser.py``'s."""
+    proc = subprocess.Popen([sys.executable, "-m", "canonqnn.cli", *argv], cwd=workdir,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        line = ""
+        while not line.startswith("Model Explorer: ") and time.monotonic() < deadline:
+            line = proc.stdout.readline() or ("" if proc.poll() is None else "exited")
+            assert line != "exited", proc.stderr.read()
+        url = line.split(": ", 1)[1].strip()
+        with urllib.request.urlopen(url.split("/?")[0] + "/check_health", timeout=30) as page:
+            assert page.read() == b"model_explorer_ok"
+        files = re.findall(r"/[^\s\"]+\.json", urllib.parse.unquote(url))
+        assert files and all(os.path.exists(f) for f in files), url
+    finally:
+        proc.send_signal(signal.SIGINT)
+        status = proc.wait(timeout=60)
+    assert status == 0, proc.stderr.read()  # stopping is how serving ends (docs/cli.md)
+    assert not any(os.path.exists(f) for f in files)
 
 
 def _shows_its_steps_on_a_terminal(argv: list[str], workdir: Path) -> None:

@@ -79,9 +79,7 @@ def _pt2e(name: str):
 
 
 def _yolo(nms: bool = False):
-    float_model = real.yolo_like(nms=nms)
-    return models.quantize(float_model, fmt="qdq", activation="u8", per_channel=True,
-                           nodes_to_exclude=real.yolo_head_nodes(float_model))
+    return real.quantized_yolo(nms)
 
 
 ROWS = [

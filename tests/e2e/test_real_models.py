@@ -31,9 +31,7 @@ def within_float_bound(ref: np.ndarray, got: np.ndarray) -> float:
 
 @pytest.fixture(scope="module")
 def yolo():
-    float_model = real.yolo_like()
-    return models.quantize(float_model, fmt="qdq", activation="u8", per_channel=True,
-                           nodes_to_exclude=real.yolo_head_nodes(float_model))
+    return real.quantized_yolo()
 
 
 def test_yolo_head_imports_as_float_and_the_shape_subgraph_folds(yolo):

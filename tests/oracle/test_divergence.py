@@ -60,3 +60,10 @@ def test_parity_names_a_miscompiled_kernel_before_the_layers_after_it(monkeypatc
 def test_exact_parity_reports_no_divergence():
     result = canonqnn.parity(tile_then_relu(), runs=1)
     assert result.exact and "first_divergence" not in result.extra
+
+
+def test_layers_compare_every_op_whose_tensor_the_runtime_exposes():
+    result = canonqnn.parity(tile_then_relu(), runs=1, layers=True)
+    assert result.exact
+    assert [(layer["tensor"], layer["differing"], layer["max_lsb"], layer["elements"])
+            for layer in result.extra["layers"]] == [("t", 0, 0, 480), ("y", 0, 0, 480)]
