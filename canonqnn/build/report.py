@@ -174,7 +174,6 @@ def analyze(kernels: list[Kernel]) -> KernelReport:
     return report
 
 
-
 def kernel_of_bindings(legalized: Any, fused: Any) -> dict[Any, str]:
     """Each variable bound in ``legalized``'s ``main`` (the build's module before FuseOps) that a
     kernel computes, mapped to that kernel's name; ``fused`` is ``legalized`` after FuseOps,

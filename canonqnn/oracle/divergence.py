@@ -69,11 +69,40 @@ class LayerDifference:
         return asdict(self)
 
 
+@dataclass
+class Evaluation:
+    """What a comparison on one input reads: the numpy reference run on it
+    (``reference.evaluate``: every binding's value, the outputs), the canonical ops as
+    ``(var, call, op, source tensor)``, and the source runtime's values of those tensors it
+    exposes."""
+
+    by_reference: Any
+    ops: list[tuple[Any, Any, Any, str | None]]
+    runtime: dict[str, Any]
+
+
+def evaluate(mod: Any, feed: dict[str, np.ndarray], build_one: Any,
+             runtime_tensors: Any = None) -> Evaluation:
+    """``Evaluation`` of ``mod`` on ``feed``; ``runtime_tensors(names, feed)``: the source
+    runtime's values of named tensors."""
+    with np.errstate(all="ignore"):  # NaN or infinity given as input: compared, not warned of
+        by_reference = reference.evaluate(mod, feed, reference.tvm_island(build_one))
+    ops = [(var, call, op, qdq.source_tensor(call))
+           for var, call in _tvm.function_bindings(mod["main"])
+           if (op := lookup(call)) is not None]
+    names = [name for *_, name in ops if name]
+    return Evaluation(by_reference, ops,
+                      runtime_tensors(names, feed) if runtime_tensors else {})
+
+
 def first_divergence(mod: Any, built: Any, feed: dict[str, np.ndarray], build_one: Any,
-                     runtime_tensors: Any = None) -> Divergence | None:
+                     runtime_tensors: Any = None,
+                     evaluated: Evaluation | None = None) -> Divergence | None:
     """The first canonical op of ``mod`` whose output differs on ``feed`` (module doc).
-    ``runtime_tensors(names, feed)``: the source runtime's values of named tensors."""
-    evaluation, ops, runtime = _evaluate(mod, feed, build_one, runtime_tensors)
+    ``runtime_tensors(names, feed)``: the source runtime's values of named tensors;
+    ``evaluated``: ``evaluate`` of the same, where already made."""
+    evaluated = evaluated or evaluate(mod, feed, build_one, runtime_tensors)
+    evaluation, ops, runtime = evaluated.by_reference, evaluated.ops, evaluated.runtime
     got = built.run(feed)
     build_differs = any(not np.array_equal(got[k], v) for k, v in evaluation.outputs.items())
     for var, call, op, name in ops:
@@ -88,33 +117,19 @@ def first_divergence(mod: Any, built: Any, feed: dict[str, np.ndarray], build_on
     return None
 
 
-def layer_differences(mod: Any, feed: dict[str, np.ndarray], build_one: Any,
-                      runtime_tensors: Any) -> list[LayerDifference]:
-    """Every canonical op of ``mod`` whose tensor the source runtime exposes, in graph order,
-    compared on ``feed`` with the runtime's value (``LayerDifference``)."""
-    evaluation, ops, runtime = _evaluate(mod, feed, build_one, runtime_tensors)
+def layer_differences(evaluated: Evaluation) -> list[LayerDifference]:
+    """Every canonical op whose tensor the source runtime exposes, in graph order, compared
+    with the runtime's value on the input ``evaluated`` was made on (``LayerDifference``)."""
     layers = []
-    for var, _call, op, name in ops:
-        want = np.asarray(evaluation.values[var])
-        against = _runtime_difference(want, runtime.get(name)) if name else None
-        if name and against is not None:
+    for var, _call, op, name in evaluated.ops:
+        if name is None:
+            continue
+        want = np.asarray(evaluated.by_reference.values[var])
+        against = _runtime_difference(want, evaluated.runtime.get(name))
+        if against is not None:
             layers.append(LayerDifference(op.name, _tvm.var_name(var), name, int(want.size),
                                           *against))
     return layers
-
-
-def _evaluate(mod: Any, feed: dict[str, np.ndarray], build_one: Any,
-              runtime_tensors: Any) -> tuple[Any, list[tuple[Any, Any, Any, str | None]], dict]:
-    """The reference's values of every binding on ``feed``; the canonical ops as ``(var, call,
-    op, source tensor)``; the runtime's values of those tensors it exposes."""
-    with np.errstate(all="ignore"):  # NaN or infinity given as input: compared, not warned of
-        evaluation = reference.evaluate(mod, feed, reference.tvm_island(build_one))
-    ops = [(var, call, op, qdq.source_tensor(call))
-           for var, call in _tvm.function_bindings(mod["main"])
-           if (op := lookup(call)) is not None]
-    names = [name for *_, name in ops if name]
-    runtime = runtime_tensors(names, feed) if runtime_tensors else {}
-    return evaluation, ops, runtime
 
 
 def _kernel_difference(call: Any, evaluation: Any, build_one: Any, want: np.ndarray) -> int:

@@ -285,7 +285,7 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
     if also:
         extra["also_compared"] = also
     if differing_feed is not None or layers:
-        from .divergence import first_divergence, layer_differences
+        from .divergence import evaluate, first_divergence, layer_differences
 
         # on a device, each layer built alone runs there, and the source runtime's tensors
         # come from the runtime there
@@ -300,17 +300,19 @@ def parity(model: Any, inputs: list[dict[str, np.ndarray]] | dict[str, np.ndarra
             alone = build(one, target)
             return upload(alone, device) if device is not None else alone
 
+        compared = differing_feed if differing_feed is not None else feeds[0]
+        with progress.step("running the numpy reference layer by layer"):
+            evaluated = evaluate(mod, compared, build_one, source_tensors)
     if differing_feed is not None:
         with progress.step("searching the first layer where the build and the runtime differ"):
-            found = first_divergence(mod, built, differing_feed, build_one, source_tensors)
+            found = first_divergence(mod, built, differing_feed, build_one, source_tensors,
+                                     evaluated)
         extra["first_divergence"] = found.to_json() if found else None
         extra["first_divergence_summary"] = found.summary() if found else (
             "first diverging layer: none found (every canonical op equals its reference and "
             "the runtime's recorded tensors; the difference is in a float island or after "
             "the last canonical op)")
     if layers:
-        with progress.step("comparing every layer with the runtime's tensor"):
-            extra["layers"] = [layer.to_json() for layer in layer_differences(
-                mod, differing_feed or feeds[0], build_one, source_tensors)]
+        extra["layers"] = [layer.to_json() for layer in layer_differences(evaluated)]
     return ParityResult(per_runtime[0], dict(report.canonical_ops), islands,
                         runtimes[0].description, built.target, len(feeds), extra, mod, report)

@@ -26,7 +26,9 @@ from canonqnn.numerics import PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = "device:9190"  # how the README names a device: a device server run here in the tests
-SLOW_LINES = ("--tune",)  # README lines that take minutes: run under -m slow
+# README lines run under -m slow: --tune takes minutes; the served view with parity, 20 s, is
+# loaded in a browser by CI's browser run (tests/view/test_browser.py)
+SLOW_LINES = ("--tune", "canonqnn view model.onnx --parity")
 # Run on a terminal by the installed command (``_on_a_terminal``), where its progress shows.
 ON_A_TERMINAL = ("canonqnn parity model.pt2",)
 # Lines that serve until interrupted: run until they answer, then stopped as Ctrl+C would.
