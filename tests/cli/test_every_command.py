@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dacite
 import numpy as np
 import pytest
+from model_explorer import graph_builder, node_data_builder
 
 from _commands import command_runner, make_files, run_command
 
@@ -58,7 +60,6 @@ MATRIX = [
     (["patterns", "--json"], 0, None),
     (["patterns", "model.canonqnn.json", "--json"], 0, None),
     (["patterns", "model.tflite", "--json"], 0, None),
-    (["view", "model.onnx", "--export", "graph.json", "--json"], 0, None),
     (["view", "model.canonqnn.json", "--export", "module-graph.json", "--json"], 0, None),
     (["view", "model.tflite", "--parity", "--export", "tflite-graph.json"], 0,
      "does not expose the model's inner tensors: no op gets a parity overlay"),
@@ -89,6 +90,26 @@ def test_each_command_on_each_kind_of_input(runner, workdir, argv, status, says)
     if argv[0] == "demo":  # its files kept where asked
         assert json.loads(run.stdout)["kept"]
         assert (workdir / "kept" / "resnet_like_qdq_u8.so").exists()
+
+
+def test_an_export_is_model_explorers_graph_and_node_data_format(runner, workdir):
+    """What ``view --export`` writes loads into Model Explorer's own dataclasses, converted
+    strictly (no field unknown to them, none of another type)."""
+    run = run_command(runner, workdir, ["view", "model.onnx", "--parity", "--export",
+                                        "graph.json", "--json"])
+    files = json.loads(run.stdout)["files"]
+    assert [Path(f).name for f in files] == ["graph.json", "graph.parity-differing.json",
+                                             "graph.parity-max-lsb.json"]
+    strict = dacite.Config(strict=True)
+    collection = dacite.from_dict(graph_builder.GraphCollection,
+                                  json.loads((workdir / files[0]).read_text()), config=strict)
+    assert collection.label == "model.onnx" and len(collection.graphs) == 2
+    for path in files[1:]:
+        per_graph = json.loads((workdir / path).read_text())
+        assert set(per_graph) == {g.id for g in collection.graphs}
+        for data in per_graph.values():
+            typed = dacite.from_dict(node_data_builder.GraphNodeData, data, config=strict)
+            assert typed.results  # every conv and add of the model has onnxruntime's tensor
 
 
 def test_a_module_files_report_is_its_own_not_an_empty_one(runner, workdir):

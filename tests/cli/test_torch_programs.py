@@ -40,3 +40,14 @@ def test_convert_build_run_a_pt2_file(tmp_path, capsys):
     assert main(["run", lib, "--input", f"x={tmp_path / 'x.npy'}", "-o", out]) == 0
     with np.load(out) as result:
         assert len(result.files) == 2
+
+
+def test_view_exports_the_canonical_graph_of_a_pt2_file(tmp_path, capsys):
+    path = save(network("gated_upsample"), tmp_path)  # its sigmoid is a lookup table
+    graph = tmp_path / "graph.json"
+    # (a named profile: no probe of ExecuTorch's XNNPACK, which parity tests)
+    assert main(["view", path, "--numerics", "xnnpack-x86-avx2", "--export", str(graph),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["files"] == [str(graph)]
+    nodes = [n for g in json.loads(graph.read_text())["graphs"] for n in g["nodes"]]
+    assert {"canonqnn.lut", "canonqnn.conv2d"} <= {n["label"] for n in nodes}

@@ -195,9 +195,11 @@ def test_the_first_diverging_layer_is_outlined_with_its_differences(browser, tmp
 
 def test_an_export_loads_in_model_explorer_without_canonqnn(browser, detector, tmp_path,
                                                            artifacts):
+    # (run away from the source tree, whose canonqnn/ would shadow the installed package)
     done = subprocess.run([sys.executable, "-m", "canonqnn.cli", "view", str(detector),
                            "--parity", "--export", str(tmp_path / "graph.json")],
-                          capture_output=True, text=True, timeout=STARTUP_SECONDS)
+                          cwd=tmp_path, capture_output=True, text=True,
+                          timeout=STARTUP_SECONDS)
     assert done.returncode == 0, done.stderr
     node_data = sorted(str(p) for p in tmp_path.glob("graph.parity-*.json"))
     assert len(node_data) == 2
