@@ -46,6 +46,16 @@ def node_data_path(graph_path: str, name: str) -> str:
     return f"{stem}.parity-{name}{ext or '.json'}"
 
 
+def _exposes_tensors(mod: Any) -> bool:
+    """Whether the source runtime of ``mod``'s format gives parity the model's inner tensors
+    (``runtime_tensors`` of ``canonqnn.formats.FormatModule``)."""
+    from .. import formats
+    from ..io import module_io
+
+    io = module_io(mod)
+    return io is not None and hasattr(formats.get(io.source).implementation(), "runtime_tensors")
+
+
 def view_of(model: Any, *, parity: bool = False, target: Any = None,
             numerics: str | None = None, inputs: Any = None, runs: int = 1, seed: int = 0,
             **options: Any) -> View:
@@ -66,7 +76,7 @@ def view_of(model: Any, *, parity: bool = False, target: Any = None,
                             numerics=numerics, layers=True, **options)
         mod, report = result.module, result.report
         layers = result.extra["layers"]
-        if not layers:
+        if report.canonical_ops and not _exposes_tensors(mod):
             progress.note(f"{result.reference} does not expose the model's inner tensors: no op "
                           "gets a parity overlay; only the outputs are compared (the summary)")
         if found := result.extra.get("first_divergence"):

@@ -99,6 +99,7 @@ def module_nodes(mod: Any, report: Any, kernels: dict[str, str],
     island_layer = _island_layers(func, set(islands))
     nodes: list[Node] = []
     source: dict[Any, list[tuple[str, str]]] = {}  # var -> the (node, output) it holds
+    taken: set[str] = set()
     for param in _tvm.function_params(func):
         name = _tvm.var_name(param)
         node = Node(f"input:{name}", "input", "", attrs=[("name", name)],
@@ -120,6 +121,9 @@ def module_nodes(mod: Any, report: Any, kernels: dict[str, str],
         if _tvm.op_name(value) is None:
             continue
         node = _call_node(var, value, source, profile)
+        if node.id in taken:  # (two variables of one name: ids must be unique in a graph)
+            node.id = f"{node.id}#{len(nodes)}"
+        taken.add(node.id)
         nodes.append(node)
         source[var] = [(node.id, str(k)) for k in range(len(node.outputs))]
         name = _tvm.var_name(var)

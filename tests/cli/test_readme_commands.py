@@ -114,6 +114,7 @@ def _serves_until_interrupted(argv: list[str], workdir: Path) -> None:
     ``tests/view/test_browser.py``'s."""
     proc = subprocess.Popen([sys.executable, "-m", "canonqnn.cli", *argv], cwd=workdir,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    files: list[str] = []
     try:
         deadline = time.monotonic() + 600
         line = ""

@@ -146,7 +146,10 @@ def test_the_page_shows_the_graph_its_float_islands_reasons_and_the_parity_overl
         browser, detector, artifacts):
     served = view(detector, "--parity")
     shown = json.loads(served.line)
+    query = urllib.parse.parse_qs(urllib.parse.urlparse(shown["url"]).query)
+    folder = Path(json.loads(query["data"][0])["models"][0]["url"]).parent
     try:
+        assert (folder / "graph.json").is_file()  # what the page loads: an export's file
         page = open_page(browser, shown["url"])
         text = page.inner_text("body")
         assert "detector.onnx" in text and "25 nodes" in text
@@ -166,7 +169,6 @@ def test_the_page_shows_the_graph_its_float_islands_reasons_and_the_parity_overl
         assert "0 of 2048" in panel and "0 LSB" in panel
     finally:
         status = served.stop()
-    folder = Path(urllib.parse.unquote(shown["url"]).split('"url": "')[1]).parent
     assert status == 0 and not folder.exists()  # stopped on SIGTERM, its files removed
 
 
