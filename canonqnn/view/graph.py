@@ -110,9 +110,9 @@ def module_nodes(mod: Any, report: Any, kernels: dict[str, str],
         if _tvm.is_var(value):
             source[var] = source.get(value, [])
             continue
-        if (item := _tvm.tuple_item(value)) is not None:
+        if (item := _tvm.tuple_item(value)) is not None:  # (a call's outputs, or a tuple's)
             held = source.get(item[0], [])
-            source[var] = [(held[0][0], str(item[1]))] if held else []
+            source[var] = held[item[1]:item[1] + 1]
             continue
         fields = _tvm.tuple_fields(value)
         if fields:
