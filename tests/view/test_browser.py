@@ -131,6 +131,14 @@ def select(page, node_id: str) -> str:
     return page.inner_text("body")
 
 
+def node_data_shown(panel: str) -> list[str]:
+    """The side panel's node data section: each provider's name, then the selected node's
+    value."""
+    section = panel.split("NODE DATA PROVIDERS", 1)[1].split("INPUTS", 1)[0]
+    icons = {"expand_more"}  # (the next section's toggle, a ligature of Material icons)
+    return [line.strip() for line in section.splitlines() if line.strip() not in {"", *icons}]
+
+
 def expand_all_and_fit(page) -> None:
     page.get_by_text("unfold_more_double").first.click()  # "Expand all layers in the graph"
     fit(page)
@@ -165,8 +173,9 @@ def test_the_page_shows_the_graph_its_float_islands_reasons_and_the_parity_overl
         # every canonical op's tensor is onnxruntime's here: 0 values differ on each
         conv = next(layer for layer in shown["parity"]["layers"] if layer["op"] == "conv2d")
         panel = select(page, conv["var"])
-        assert "parity: differing values" in panel and "parity: max |diff| (LSB)" in panel
-        assert "0 of 2048" in panel and "0 LSB" in panel
+        assert node_data_shown(panel) == ["parity: differing values", "0",
+                                          "parity: max |diff| (LSB)", "0"]
+        assert "0 of 2048" in panel and "0 LSB" in panel  # (its attributes)
     finally:
         status = served.stop()
     assert status == 0 and not folder.exists()  # stopped on SIGTERM, its files removed
@@ -190,6 +199,10 @@ def test_the_first_diverging_layer_is_outlined_with_its_differences(browser, tmp
         panel = select(page, found["var"])
         assert "parity: first diverging layer" in panel
         assert f"{found['reference_vs_runtime']} of {found['elements']}" in panel
+        layer = next(v for v in shown["parity"]["layers"] if v["var"] == found["var"])
+        assert node_data_shown(panel) == [
+            "parity: differing values", str(layer["differing"]),
+            "parity: max |diff| (LSB)", str(layer["max_lsb"])]
         page.screenshot(path=artifacts / "view-first-diverging-layer.png")
     finally:
         served.stop()
