@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import gc
 import pathlib
-import subprocess
-import sys
 
 import onnx
 import pytest
@@ -36,11 +34,3 @@ def saved_mobilenet(folder: pathlib.Path, activation: str) -> tuple[str, onnx.Mo
 # canonqnn's device server, run on this host as a device
 DEVICE_SERVER = str(pathlib.Path(canonqnn.__file__).parent / "build" / "device_server.py")
 
-
-def serve(*command: str) -> tuple[subprocess.Popen, str]:
-    """A server started by ``python COMMAND`` and the HOST:PORT its first line names."""
-    proc = subprocess.Popen([sys.executable, *command], stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True)
-    line = proc.stdout.readline() if proc.stdout else ""
-    assert line.startswith("serving on "), line
-    return proc, line.split()[-1]

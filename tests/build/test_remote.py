@@ -17,9 +17,9 @@ import canonqnn
 from _devices import (  # noqa: F401  (sessions_closed: autouse)
     DEVICE_SERVER,
     saved_mobilenet,
-    serve,
     sessions_closed,
 )
+from _servers import serving
 from canonqnn.build import remote
 from canonqnn.cli import EXIT_ERROR, main
 from canonqnn.errors import CanonqnnError
@@ -29,10 +29,8 @@ from canonqnn.testing import onnx_models, tflite_models
 
 @pytest.fixture(scope="module")
 def server():
-    proc, address = serve(DEVICE_SERVER, "--port", "19190", "--port-end", "19290")
-    yield address
-    proc.terminate()
-    proc.wait(30)
+    with serving(DEVICE_SERVER, "--port", "19190", "--port-end", "19290") as address:
+        yield address
 
 
 @pytest.fixture(scope="module")
@@ -112,14 +110,12 @@ def test_parity_of_a_tflite_model_on_the_device_compares_with_its_interpreter_th
 
 
 def test_a_tracker_hands_out_the_device_of_a_key_and_names_the_keys_it_has():
-    tracker, tracker_address = serve("-c", "import sys, tvm.rpc.tracker as t; "
-                                            "s = t.Tracker('127.0.0.1', 19300, 19400, "
-                                            "silent=True); print('serving on 127.0.0.1:%d' "
-                                            "% s.port, flush=True); s.proc.join()")
-    device_server = None
-    try:
-        device_server, _ = serve(DEVICE_SERVER, "--port", "19400", "--port-end", "19500",
-                                  "--tracker", tracker_address, "--key", "test-x86")
+    tracker = ("-c", "import sys, tvm.rpc.tracker as t; s = t.Tracker('127.0.0.1', 19300, "
+                     "19400, silent=True); print('serving on 127.0.0.1:%d' % s.port, "
+                     "flush=True); s.proc.join()")
+    with serving(*tracker) as tracker_address, \
+            serving(DEVICE_SERVER, "--port", "19400", "--port-end", "19500",
+                    "--tracker", tracker_address, "--key", "test-x86"):
         deadline = time.monotonic() + 60  # the server registers with the tracker on its own
         while True:
             try:
@@ -134,19 +130,14 @@ def test_a_tracker_hands_out_the_device_of_a_key_and_names_the_keys_it_has():
                                                 f"device of key 'rasp4' \\(its keys: "
                                                 f"test-x86\\)"):
             remote.connect(f"{tracker_address}:rasp4")
-    finally:
-        for proc in (device_server, tracker):
-            if proc is not None:
-                proc.terminate()
-                proc.wait(30)
 
 
 def test_a_plain_tvm_server_runs_builds_but_parity_there_names_the_device_server(model, built,
                                                                                capsys):
-    proc, address = serve("-c", "from tvm import rpc; s = rpc.Server('127.0.0.1', 19500, "
-                                 "19600, silent=True); print('serving on 127.0.0.1:%d' % "
-                                 "s.port, flush=True); s.proc.join()")
-    try:
+    plain = ("-c", "from tvm import rpc; s = rpc.Server('127.0.0.1', 19500, 19600, "
+                   "silent=True); print('serving on 127.0.0.1:%d' % s.port, flush=True); "
+                   "s.proc.join()")
+    with serving(*plain) as address:
         (path, feed), (_, library) = model, built
 
         def run_there() -> list[str]:
@@ -160,9 +151,6 @@ def test_a_plain_tvm_server_runs_builds_but_parity_there_names_the_device_server
             EXIT_ERROR
         assert f"the device at {address} does not say what it runs: start canonqnn's " \
                "device server there" in capsys.readouterr().err
-    finally:
-        proc.terminate()
-        proc.wait(30)
 
 
 def test_the_command_line_refuses_rpc_with_reference_and_names_an_unreachable_device(

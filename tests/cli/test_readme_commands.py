@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from _commands import command_runner, make_files, run_command
-from _devices import DEVICE_SERVER, serve
+from _devices import DEVICE_SERVER
+from _servers import Served, serving
 from canonqnn.numerics import PROFILES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,10 +58,8 @@ runner = pytest.fixture(scope="module")(command_runner)
 @pytest.fixture(scope="module")
 def device():
     """A device server on this host: what ``device:9190`` in the README stands for."""
-    proc, address = serve(DEVICE_SERVER, "--port", "19400", "--port-end", "19500")
-    yield address
-    proc.terminate()
-    proc.wait(30)
+    with serving(DEVICE_SERVER, "--port", "19400", "--port-end", "19500") as address:
+        yield address
 
 
 _ESCAPES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
@@ -112,24 +111,17 @@ def _serves_until_interrupted(argv: list[str], workdir: Path) -> None:
     """``canonqnn ARGV`` prints the page's address once the server answers there, and stops
     on SIGINT (Ctrl+C) with its temporary files removed; the browser page itself is
     ``tests/view/test_browser.py``'s."""
-    proc = subprocess.Popen([sys.executable, "-m", "canonqnn.cli", *argv], cwd=workdir,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    served = Served([sys.executable, "-m", "canonqnn.cli", *argv], workdir, "Model Explorer: ")
     files: list[str] = []
     try:
-        deadline = time.monotonic() + 600
-        line = ""
-        while not line.startswith("Model Explorer: ") and time.monotonic() < deadline:
-            line = proc.stdout.readline() or ("" if proc.poll() is None else "exited")
-            assert line != "exited", proc.stderr.read()
-        url = line.split(": ", 1)[1].strip()
+        url = served.line.split(": ", 1)[1].strip()
         with urllib.request.urlopen(url.split("/?")[0] + "/check_health", timeout=30) as page:
             assert page.read() == b"model_explorer_ok"
         files = re.findall(r"/[^\s\"]+\.json", urllib.parse.unquote(url))
         assert files and all(os.path.exists(f) for f in files), url
     finally:
-        proc.send_signal(signal.SIGINT)
-        status = proc.wait(timeout=60)
-    assert status == 0, proc.stderr.read()  # stopping is how serving ends (docs/cli.md)
+        status = served.stop(signal.SIGINT)
+    assert status == 0, served.stderr()  # stopping is how serving ends (docs/cli.md)
     assert not any(os.path.exists(f) for f in files)
 
 

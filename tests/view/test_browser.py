@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import json
 import os
-import queue
 import shutil
 import socket
 import subprocess
 import sys
-import threading
 import urllib.parse
 from pathlib import Path
 
@@ -27,6 +25,7 @@ import pytest
 
 import _real_models as real
 from _onnx_chains import attention_scores, extreme_inputs
+from _servers import STARTUP_SECONDS, Served
 from canonqnn.api import convert
 from canonqnn.frontends.onnx import runtime as onnx_runtime
 
@@ -39,7 +38,6 @@ ARTIFACTS_ENV = "CANONQNN_ARTIFACTS"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update",
                  "--disable-sync"]
-STARTUP_SECONDS = 300
 PAGE_MS = 120_000
 VIEWPORT = {"width": 1400, "height": 1000}
 
@@ -78,35 +76,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("localhost", 0))
         return int(s.getsockname()[1])
-
-
-class Served:
-    """A server process and the first line it prints on stdout (read without blocking the
-    test past ``STARTUP_SECONDS``)."""
-
-    def __init__(self, argv: list[str], cwd: Path, says: str) -> None:
-        # (unbuffered: Model Explorer's command prints its address without flushing it)
-        self.process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, text=True,
-                                        env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in self.process.stdout],
-                         daemon=True).start()
-        self.line = ""
-        try:
-            while says not in self.line:
-                self.line = lines.get(timeout=STARTUP_SECONDS)
-        except queue.Empty:
-            self.stop()
-            raise AssertionError(f"{argv} said nothing with {says!r}: "
-                                 f"{self.process.stderr.read()}") from None
-
-    def stop(self) -> int:
-        self.process.terminate()
-        try:
-            return self.process.wait(timeout=60)
-        finally:
-            self.process.kill()
 
 
 def view(model: Path, *options: str) -> Served:
